@@ -1,0 +1,171 @@
+// Block validation and decoding. A block is checked completely (header, tile table, every
+// tile's group count) before the first write to the destination.
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "block_io.h"
+#include "kernels.h"
+#include "threelc/compression/codec.h"
+
+namespace threelc::compression {
+namespace {
+
+std::string str(size_t v) { return std::to_string(v); }
+
+// Number of groups a tile's encoded bytes expand to.
+size_t expanded_groups(const uint8_t* bytes, size_t length) {
+  size_t groups = 0;
+  for (size_t p = 0; p < length; ++p) {
+    const uint8_t b = bytes[p];
+    groups += b < kFirstRunByte ? 1u : static_cast<size_t>(b) - 241u;
+  }
+  return groups;
+}
+
+Status validate_raw(const BlockHeader& header, size_t size) {
+  if (std::bit_cast<uint32_t>(header.scale) != 0) {
+    return Status::failure("raw block has scale " + std::to_string(header.scale) +
+                           ", expected 0");
+  }
+  const size_t payload = 4 * static_cast<size_t>(header.count);
+  if (header.payload_bytes != payload) {
+    return Status::failure("raw block of " + str(header.count) + " values declares " +
+                           str(header.payload_bytes) + " payload bytes, expected " + str(payload));
+  }
+  if (size != kHeaderBytes + payload) {
+    return Status::failure("raw block of " + str(header.count) + " values is " + str(size) +
+                           " bytes, expected " + str(kHeaderBytes + payload));
+  }
+  return Status::success();
+}
+
+Status validate_threelc(const BlockHeader& header, std::span<const uint8_t> block) {
+  if (!std::isfinite(header.scale) || std::signbit(header.scale)) {
+    return Status::failure("3LC block has scale " + std::to_string(header.scale) +
+                           ", expected a finite non-negative value");
+  }
+  const size_t n = header.count;
+  const size_t tiles = tile_count(n);
+  const size_t table_end = kHeaderBytes + tiles * kTileLengthBytes;
+  if (block.size() < table_end) {
+    return Status::failure("3LC block of " + str(n) + " values is " + str(block.size()) +
+                           " bytes, too short for its " + str(tiles) + "-entry tile table");
+  }
+  if (block.size() != table_end + header.payload_bytes) {
+    return Status::failure("3LC block declares " + str(header.payload_bytes) +
+                           " payload bytes but carries " + str(block.size() - table_end));
+  }
+  const uint8_t* table = block.data() + kHeaderBytes;
+  const uint8_t* tile_bytes = block.data() + table_end;
+  size_t offset = 0;
+  for (size_t t = 0; t < tiles; ++t) {
+    const size_t length = detail::read_tile_length(table, t);
+    if (offset + length > header.payload_bytes) {
+      return Status::failure("tile " + str(t) + " of " + str(tiles) + " ends at payload byte " +
+                             str(offset + length) + ", past the payload of " +
+                             str(header.payload_bytes));
+    }
+    const size_t g = tile_groups(tile_values(n, t));
+    const size_t groups = expanded_groups(tile_bytes + offset, length);
+    if (groups != g) {
+      return Status::failure("tile " + str(t) + " expands to " + str(groups) +
+                             " groups, expected " + str(g));
+    }
+    offset += length;
+  }
+  if (offset != header.payload_bytes) {
+    return Status::failure("tile lengths sum to " + str(offset) + " bytes, header declares " +
+                           str(header.payload_bytes));
+  }
+  return Status::success();
+}
+
+// Runs `per_tile(tile_values_ptr_offset, count, g, groups)` for every tile of a validated
+// 3LC block.
+template <typename PerTile>
+void for_each_tile(const detail::Kernels& kernels, std::span<const uint8_t> block,
+                   PerTile&& per_tile) {
+  const BlockHeader header = detail::read_header(block.data());
+  const size_t n = header.count;
+  const size_t tiles = tile_count(n);
+  const uint8_t* table = block.data() + kHeaderBytes;
+  const uint8_t* bytes = table + tiles * kTileLengthBytes;
+  alignas(64) uint8_t groups[kGroupsPerTile];
+  for (size_t t = 0; t < tiles; ++t) {
+    const size_t length = detail::read_tile_length(table, t);
+    const size_t count = tile_values(n, t);
+    const size_t g = tile_groups(count);
+    kernels.zero_run_expand(bytes, length, g, groups);
+    per_tile(t * kTileValues, count, g, groups);
+    bytes += length;
+  }
+}
+
+}  // namespace
+
+Status validate(std::span<const uint8_t> block, size_t expected_count, BlockInfo* info) {
+  if (block.size() < kHeaderBytes) {
+    return Status::failure("block is " + str(block.size()) + " bytes, shorter than the " +
+                           str(kHeaderBytes) + "-byte header");
+  }
+  const BlockHeader header = detail::read_header(block.data());
+  if (header.format != static_cast<uint8_t>(Format::kRaw) &&
+      header.format != static_cast<uint8_t>(Format::kThreeLC)) {
+    return Status::failure("block format " + str(header.format) +
+                           " is unknown (0 raw fp32, 1 3LC v1)");
+  }
+  if (header.flags != 0) return Status::failure("block flags are " + str(header.flags) + ", expected 0");
+  if (header.reserved != 0) {
+    return Status::failure("block reserved field is " + str(header.reserved) + ", expected 0");
+  }
+  if (expected_count != kAnyCount && header.count != expected_count) {
+    return Status::failure("block holds " + str(header.count) + " values, receiver expects " +
+                           str(expected_count));
+  }
+  Status status = header.format == static_cast<uint8_t>(Format::kRaw)
+                      ? validate_raw(header, block.size())
+                      : validate_threelc(header, block);
+  if (!status.ok()) return status;
+  if (info != nullptr) {
+    *info = BlockInfo{static_cast<Format>(header.format), header.count, header.scale,
+                      header.payload_bytes};
+  }
+  return Status::success();
+}
+
+Status decode(std::span<const uint8_t> block, size_t expected_count, float* dst,
+              const DecodeOptions& options) {
+  BlockInfo info;
+  if (Status status = validate(block, expected_count, &info); !status.ok()) return status;
+  if (info.count != 0 && dst == nullptr) return Status::failure("destination pointer is null");
+  if (info.format == Format::kRaw) {
+    if (info.count != 0) std::memcpy(dst, block.data() + kHeaderBytes, 4 * size_t{info.count});
+    return Status::success();
+  }
+  const detail::Kernels& kernels = detail::kernels_for(options.isa);
+  for_each_tile(kernels, block, [&](size_t begin, size_t count, size_t g, const uint8_t* groups) {
+    kernels.unpack_tile(groups, count, g, info.scale, dst + begin);
+  });
+  return Status::success();
+}
+
+Status decode_add(std::span<const uint8_t> block, size_t expected_count, float alpha, float* dst,
+                  const DecodeOptions& options) {
+  BlockInfo info;
+  if (Status status = validate(block, expected_count, &info); !status.ok()) return status;
+  if (info.count != 0 && dst == nullptr) return Status::failure("destination pointer is null");
+  const detail::Kernels& kernels = detail::kernels_for(options.isa);
+  if (info.format == Format::kRaw) {
+    kernels.raw_add(block.data() + kHeaderBytes, info.count, alpha, dst);
+    return Status::success();
+  }
+  const float step = alpha * info.scale;
+  for_each_tile(kernels, block, [&](size_t begin, size_t count, size_t g, const uint8_t* groups) {
+    kernels.unpack_tile_add(groups, count, g, step, dst + begin);
+  });
+  return Status::success();
+}
+
+}  // namespace threelc::compression

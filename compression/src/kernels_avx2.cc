@@ -1,0 +1,15 @@
+// PLACEHOLDER: the reference kernels compiled for avx2 (auto-vectorized only).
+#include "kernels.h"
+#include "kernels_reference.h"
+
+namespace threelc::compression::detail {
+
+const Kernels& avx2_kernels() {
+  using namespace reference;
+  static const Kernels kernels = {"avx2",        abs_max_bits,    quantize_tile,
+                                  zero_run_encode, zero_run_expand, unpack_tile,
+                                  unpack_tile_add, raw_add};
+  return kernels;
+}
+
+}  // namespace threelc::compression::detail

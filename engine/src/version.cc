@@ -1,0 +1,3 @@
+#include "threelc/threelc.h"
+
+extern "C" const char* threelc_version(void) { return THREELC_VERSION; }

@@ -1,0 +1,15 @@
+// threelc-bench: benchmarks, one subcommand each. Figures are ratios against a baseline
+// measured in the same process (see docs/BENCHMARKS.md).
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+int run_codec_bench(int argc, char** argv);
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::string_view(argv[1]) == "codec") return run_codec_bench(argc - 2, argv + 2);
+  std::fprintf(stderr,
+               "usage: threelc-bench codec [options]   (threelc-bench codec --help for options)\n");
+  return argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) ? 0
+                                                                                                 : 2;
+}
