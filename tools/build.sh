@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Configures and builds threelc into build/ at the repository root (Release by default;
+# pass extra CMake arguments through, e.g. -DCMAKE_BUILD_TYPE=Debug).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+generator=()
+command -v ninja >/dev/null && [[ ! -f "$root/build/Makefile" ]] && generator=(-G Ninja)
+cmake -S "$root" -B "$root/build" "${generator[@]}" "$@"
+cmake --build "$root/build" --parallel "$(nproc)"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that threelc's build, tests and demo need. Idempotent: when
+# everything is present it changes nothing and does not touch the network.
+# CUDA is not installed here: it is on the machine image (/usr/local/cuda) or absent.
+set -euo pipefail
+
+packages=(
+  # build
+  cmake ninja-build g++ pkg-config
+  # tests: GoogleTest, libFuzzer (clang + its runtime), lint
+  libgtest-dev clang-14 libclang-rt-14-dev clang-tidy clang-format
+  # Python side: Debian's /usr/bin/python3 with numpy, torch and pytest
+  python3 python3-numpy python3-torch python3-pytest
+  # real data for the demo and the benchmarks
+  dataset-fashion-mnist
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$package")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo=()
+if ((EUID != 0)); then
+  command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
