@@ -11,5 +11,5 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "usage: threelc-bench codec [options]   (threelc-bench codec --help for options)\n");
   return argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) ? 0
-                                                                                                 : 2;
+                                                                                               : 2;
 }
