@@ -44,6 +44,16 @@ int bad_dtype(int dtype) {
                                   " cannot be compressed (float32, float16 or bfloat16 only)");
 }
 
+// Null pointers are the caller's mistake (EINVAL), not a malformed block. A null destination
+// is allowed only for a block of zero values, which the decoder then checks.
+int check_block_and_destination(const void* block, size_t block_bytes, const float* dst) {
+  if (block == nullptr && block_bytes != 0) return fail(THREELC_EINVAL, "block pointer is null");
+  if (dst == nullptr && block_bytes > threelc::compression::kHeaderBytes) {
+    return fail(THREELC_EINVAL, "destination pointer is null");
+  }
+  return THREELC_OK;
+}
+
 std::span<const uint8_t> block_span(const void* block, size_t bytes) {
   return {static_cast<const uint8_t*>(block), block == nullptr ? 0 : bytes};
 }
@@ -54,11 +64,12 @@ extern "C" {
 
 size_t threelc_codec_max_block_bytes(size_t count) { return tc::max_block_bytes(count); }
 
-int threelc_codec_encode(const void* values, int dtype, size_t count, float* error,
-                         float sparsity, void* out, size_t out_capacity, size_t* block_bytes) {
+int threelc_codec_encode(const void* values, int dtype, size_t count, float* error, float sparsity,
+                         void* out, size_t out_capacity, size_t* block_bytes) {
   tc::DType type;
   if (!to_dtype(dtype, &type)) return bad_dtype(dtype);
-  if (out == nullptr || block_bytes == nullptr) return fail(THREELC_EINVAL, "output pointer is null");
+  if (out == nullptr || block_bytes == nullptr)
+    return fail(THREELC_EINVAL, "output pointer is null");
   tc::EncodedBlock result;
   const Status status = tc::encode({values, type, count}, error, {.sparsity = sparsity},
                                    {static_cast<uint8_t*>(out), out_capacity}, &result);
@@ -70,7 +81,8 @@ int threelc_codec_encode_raw(const void* values, int dtype, size_t count, void* 
                              size_t out_capacity, size_t* block_bytes) {
   tc::DType type;
   if (!to_dtype(dtype, &type)) return bad_dtype(dtype);
-  if (out == nullptr || block_bytes == nullptr) return fail(THREELC_EINVAL, "output pointer is null");
+  if (out == nullptr || block_bytes == nullptr)
+    return fail(THREELC_EINVAL, "output pointer is null");
   tc::EncodedBlock result;
   const Status status =
       tc::encode_raw({values, type, count}, {static_cast<uint8_t*>(out), out_capacity}, &result);
@@ -80,6 +92,7 @@ int threelc_codec_encode_raw(const void* values, int dtype, size_t count, void* 
 
 int threelc_codec_inspect(const void* block, size_t block_bytes, uint32_t* count, int* format,
                           float* scale) {
+  if (block == nullptr && block_bytes != 0) return fail(THREELC_EINVAL, "block pointer is null");
   tc::BlockInfo info;
   const Status status = tc::validate(block_span(block, block_bytes), tc::kAnyCount, &info);
   if (!status.ok()) return report(status, THREELC_EMALFORMED);
@@ -89,21 +102,24 @@ int threelc_codec_inspect(const void* block, size_t block_bytes, uint32_t* count
   return THREELC_OK;
 }
 
-int threelc_codec_decode(const void* block, size_t block_bytes, size_t expected_count,
-                         float* dst) {
+int threelc_codec_decode(const void* block, size_t block_bytes, size_t expected_count, float* dst) {
+  if (int code = check_block_and_destination(block, block_bytes, dst); code != THREELC_OK) {
+    return code;
+  }
   return report(tc::decode(block_span(block, block_bytes), expected_count, dst),
                 THREELC_EMALFORMED);
 }
 
 int threelc_codec_decode_add(const void* block, size_t block_bytes, size_t expected_count,
                              float alpha, float* dst) {
+  if (int code = check_block_and_destination(block, block_bytes, dst); code != THREELC_OK) {
+    return code;
+  }
   return report(tc::decode_add(block_span(block, block_bytes), expected_count, alpha, dst),
                 THREELC_EMALFORMED);
 }
 
-const char* threelc_codec_isa(void) {
-  return tc::isa_name(tc::detected_isa()).data();
-}
+const char* threelc_codec_isa(void) { return tc::isa_name(tc::detected_isa()).data(); }
 
 const char* threelc_codec_last_error(void) { return last_error.c_str(); }
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "block_io.h"
@@ -26,9 +26,9 @@ Status check_values(const Values& values, size_t out_size, size_t needed) {
                            " values exceeds the format's limit of 2^32-1");
   }
   if (out_size < needed) {
-    return Status::failure("output buffer holds " + std::to_string(out_size) + " bytes, a block of " +
-                           std::to_string(values.count) + " values may need " +
-                           std::to_string(needed));
+    return Status::failure("output buffer holds " + std::to_string(out_size) +
+                           " bytes, a block of " + std::to_string(values.count) +
+                           " values may need " + std::to_string(needed));
   }
   return Status::success();
 }
@@ -62,9 +62,9 @@ uint32_t block_abs_max_bits(const Kernels& kernels, const Values& values, const 
 
 void write_raw(const Values& values, uint8_t* out, EncodedBlock* result) {
   const size_t n = values.count;
-  detail::write_header(out, BlockHeader{static_cast<uint8_t>(Format::kRaw), 0, 0,
-                                        static_cast<uint32_t>(n), 0.0f,
-                                        static_cast<uint32_t>(4 * n)});
+  detail::write_header(
+      out, BlockHeader{static_cast<uint8_t>(Format::kRaw), 0, 0, static_cast<uint32_t>(n), 0.0f,
+                       static_cast<uint32_t>(4 * n)});
   uint8_t* payload = out + kHeaderBytes;
   for (size_t begin = 0; begin < n; begin += kTileValues) {
     const size_t count = std::min(kTileValues, n - begin);
@@ -116,8 +116,8 @@ Status encode(const Values& values, float* error, const EncodeOptions& options,
     const size_t begin = t * kTileValues;
     const size_t count = tile_values(n, t);
     const size_t g = tile_groups(count);
-    kernels.quantize_tile(tile_input(values, begin, count), error != nullptr ? error + begin : nullptr,
-                          count, g, scale, h, groups);
+    kernels.quantize_tile(tile_input(values, begin, count),
+                          error != nullptr ? error + begin : nullptr, count, g, scale, h, groups);
     const size_t length = kernels.zero_run_encode(groups, g, payload + payload_bytes);
     detail::write_tile_length(table, t, static_cast<uint16_t>(length));
     payload_bytes += length;
@@ -125,8 +125,8 @@ Status encode(const Values& values, float* error, const EncodeOptions& options,
   detail::write_header(out.data(), BlockHeader{static_cast<uint8_t>(Format::kThreeLC), 0, 0,
                                                static_cast<uint32_t>(n), scale,
                                                static_cast<uint32_t>(payload_bytes)});
-  *result = EncodedBlock{kHeaderBytes + tiles * kTileLengthBytes + payload_bytes,
-                         Format::kThreeLC, scale};
+  *result = EncodedBlock{kHeaderBytes + tiles * kTileLengthBytes + payload_bytes, Format::kThreeLC,
+                         scale};
   return Status::success();
 }
 

@@ -25,8 +25,8 @@ typedef enum threelc_dtype {
 
 enum {
   THREELC_OK = 0,
-  THREELC_EINVAL = -1,     /* a bad argument (dtype, sparsity, null pointer, small buffer) */
-  THREELC_EMALFORMED = -2  /* a block that does not follow the format */
+  THREELC_EINVAL = -1,    /* a bad argument (dtype, sparsity, null pointer, small buffer) */
+  THREELC_EMALFORMED = -2 /* a block that does not follow the format */
 };
 
 /* Bytes that any block of `count` values may need. */
@@ -34,8 +34,8 @@ size_t threelc_codec_max_block_bytes(size_t count);
 
 /* Encodes `count` values of `dtype` (FLOAT32, FLOAT16 or BFLOAT16) as a 3LC block.
  * `error` may be NULL. Writes the block size to *block_bytes. */
-int threelc_codec_encode(const void* values, int dtype, size_t count, float* error,
-                         float sparsity, void* out, size_t out_capacity, size_t* block_bytes);
+int threelc_codec_encode(const void* values, int dtype, size_t count, float* error, float sparsity,
+                         void* out, size_t out_capacity, size_t* block_bytes);
 
 /* Encodes the values as a raw fp32 block. */
 int threelc_codec_encode_raw(const void* values, int dtype, size_t count, void* out,
@@ -46,8 +46,7 @@ int threelc_codec_inspect(const void* block, size_t block_bytes, uint32_t* count
                           float* scale);
 
 /* dst[i] = decoded[i]; `expected_count` values (SIZE_MAX: take the header's count). */
-int threelc_codec_decode(const void* block, size_t block_bytes, size_t expected_count,
-                         float* dst);
+int threelc_codec_decode(const void* block, size_t block_bytes, size_t expected_count, float* dst);
 
 /* dst[i] += alpha * decoded[i]. */
 int threelc_codec_decode_add(const void* block, size_t block_bytes, size_t expected_count,

@@ -12,15 +12,15 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "block format is little
 enum class Format : uint8_t { kRaw = 0, kThreeLC = 1 };
 
 inline constexpr size_t kHeaderBytes = 16;
-inline constexpr size_t kGroupsPerTile = 4096;                      // G
+inline constexpr size_t kGroupsPerTile = 4096;  // G
 inline constexpr size_t kTritsPerGroup = 5;
 inline constexpr size_t kTileValues = kTritsPerGroup * kGroupsPerTile;  // 5 * G
-inline constexpr uint8_t kZeroGroup = 121;        // all five trits zero
-inline constexpr uint8_t kMaxGroupByte = 242;     // largest literal group
-inline constexpr uint8_t kFirstRunByte = 243;     // 243 + (r - 2): a run of r = 2..13 zero groups
-inline constexpr uint8_t kRun14Byte = 255;        // a run of 14 zero groups
+inline constexpr uint8_t kZeroGroup = 121;                              // all five trits zero
+inline constexpr uint8_t kMaxGroupByte = 242;                           // largest literal group
+inline constexpr uint8_t kFirstRunByte = 243;  // 243 + (r - 2): a run of r = 2..13 zero groups
+inline constexpr uint8_t kRun14Byte = 255;     // a run of 14 zero groups
 inline constexpr size_t kRun14 = 14;
-inline constexpr size_t kTileLengthBytes = 2;     // one u16 per tile in the tile table
+inline constexpr size_t kTileLengthBytes = 2;  // one u16 per tile in the tile table
 
 // The header exactly as it is on the wire (little-endian).
 struct BlockHeader {

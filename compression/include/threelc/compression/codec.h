@@ -75,8 +75,9 @@ struct DecodeOptions {
 Status decode(std::span<const uint8_t> block, size_t expected_count, float* dst,
               const DecodeOptions& options = {});
 
-// dst[i] += alpha * decoded[i], computed as fp32 multiply then fp32 add (no FMA). Values
-// that decode to zero leave dst[i] as it is (also a -0.0). Validated before the first write.
+// dst[i] += alpha * decoded[i], computed as fp32 multiply then fp32 add (no FMA). In a 3LC
+// block, zero trits leave dst[i] as it is (a -0.0 stays -0.0); a raw block adds alpha * x[i]
+// to every element. Validated before the first write.
 Status decode_add(std::span<const uint8_t> block, size_t expected_count, float alpha, float* dst,
                   const DecodeOptions& options = {});
 
