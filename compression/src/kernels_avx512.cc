@@ -116,7 +116,7 @@ void quantize_tile(const float* x, float* e, size_t values, size_t g, float scal
   } else {
     j = quantize_main<true>(x, e, 0, full, g, scale, h, groups);
   }
-  simd::quantize_groups(x, e, values, g, scale, h, groups, j, g);
+  reference::quantize_groups(x, e, values, g, scale, h, groups, j, g);
 }
 
 size_t zero_run_encode(const uint8_t* groups, size_t g, uint8_t* out) {
@@ -133,7 +133,7 @@ size_t zero_run_encode(const uint8_t* groups, size_t g, uint8_t* out) {
     }
     if (zeros == 0) {
       if (run != 0) {
-        written = simd::flush_run(out, written, run);
+        written = reference::flush_run(out, written, run);
         run = 0;
       }
       // written <= p, so the 64 bytes stay inside the g bytes out holds.
@@ -147,7 +147,7 @@ size_t zero_run_encode(const uint8_t* groups, size_t g, uint8_t* out) {
       const size_t start = static_cast<size_t>(_tzcnt_u64(literals));
       run += start - pos;
       if (run != 0) {
-        written = simd::flush_run(out, written, run);
+        written = reference::flush_run(out, written, run);
         run = 0;
       }
       const uint64_t after = zeros >> start;
@@ -160,7 +160,7 @@ size_t zero_run_encode(const uint8_t* groups, size_t g, uint8_t* out) {
     }
     run += 64 - pos;
   }
-  return simd::encode_rest(groups, p, g, out, written, run);
+  return reference::encode_rest(groups, p, g, out, written, run);
 }
 
 void zero_run_expand(const uint8_t* in, size_t length, size_t g, uint8_t* groups) {
@@ -194,7 +194,7 @@ void zero_run_expand(const uint8_t* in, size_t length, size_t g, uint8_t* groups
     groups[j] = simd::kExpand.value[b];
     j += simd::kExpand.advance[b];
   }
-  simd::expand_rest(in, p, length, j, groups);
+  reference::expand_rest(in, p, length, j, groups);
 }
 
 // Trit masks of 16 group bytes (int32 lanes): pos[k] where trit k is 2, neg[k] where it is 0.
@@ -230,7 +230,7 @@ void unpack_tile(const uint8_t* groups, size_t values, size_t g, float scale_f, 
       _mm512_storeu_ps(dst + j + k * g, v);
     }
   }
-  simd::unpack_groups(groups, values, g, scale_f, dst, j, g);
+  reference::unpack_groups(groups, values, g, scale_f, dst, j, g);
 }
 
 // Trit masks of 64 group bytes: pos[k] bit i where trit k of group i is 2, neg[k] where it is
@@ -294,7 +294,7 @@ void unpack_tile_add(const uint8_t* groups, size_t values, size_t g, float step_
       }
     }
   }
-  simd::unpack_add_groups(groups, values, g, step_f, dst, 64 * chunks, g);
+  reference::unpack_add_groups(groups, values, g, step_f, dst, 64 * chunks, g);
 }
 
 void raw_add(const uint8_t* src, size_t n, float alpha_f, float* dst) {

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "test_support.h"
 #include "threelc/codec.h"
 #include "threelc/compression/block_format.h"
 #include "threelc/compression/codec.h"
@@ -22,19 +23,9 @@
 namespace threelc::compression {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-uint32_t bits_of(float v) {
-  uint32_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
-
-float float_of(uint32_t b) {
-  float v;
-  std::memcpy(&v, &b, sizeof v);
-  return v;
-}
+using test_support::bits_of;
+using test_support::Bytes;
+using test_support::float_of;
 
 // Independent fp16 -> fp32 (exact): the value (-1)^s * m * 2^(e - 25) built in double.
 float half_to_float(uint16_t h) {

@@ -16,25 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "test_support.h"
 #include "threelc/compression/block_format.h"
 #include "threelc/compression/codec.h"
 
 namespace threelc::compression {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-uint32_t bits_of(float v) {
-  uint32_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
-
-float float_of(uint32_t b) {
-  float v;
-  std::memcpy(&v, &b, sizeof v);
-  return v;
-}
+using test_support::bits_of;
+using test_support::Bytes;
+using test_support::float_of;
 
 // Little-endian serialization, written out so that the test does not share block_io.h.
 void put_u8(Bytes& out, uint8_t v) { out.push_back(v); }
