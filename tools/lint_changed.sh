@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# clang-tidy (with .clang-tidy) on the C++ sources changed by the last commit, or by the
-# uncommitted change when there is one; compile flags from build/compile_commands.json.
+# clang-tidy (with .clang-tidy) on the C++ sources changed recently: since the newest commit
+# older than THREELC_LINT_SINCE (default "12 hours ago", longer than any working session, so a
+# submission's commits are all covered) plus uncommitted ones; every source when the history
+# is younger than that. Compile flags from the build's compile_commands.json.
 # Usage: tools/lint_changed.sh [build-dir]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -9,13 +11,13 @@ cd "$root"
 if ! git rev-parse --git-dir >/dev/null 2>&1; then
   echo "lint: not a git checkout, nothing to compare"; exit 0
 fi
-if [[ -n "$(git status --porcelain -- '*.cc' '*.h')" ]]; then
-  changed=$(git diff --name-only HEAD -- '*.cc'; git ls-files --others --exclude-standard -- '*.cc')
-elif git rev-parse -q --verify HEAD~1 >/dev/null; then
-  changed=$(git diff --name-only HEAD~1 HEAD -- '*.cc')
+base=$(git rev-list -1 --before="${THREELC_LINT_SINCE:-12 hours ago}" HEAD 2>/dev/null || true)
+if [[ -n "$base" ]]; then
+  changed=$(git diff --name-only "$base" -- '*.cc')
 else
   changed=$(git ls-files -- '*.cc')
 fi
+changed+=$'\n'$(git ls-files --others --exclude-standard -- '*.cc')
 files=()
 for file in $changed; do
   [[ -f "$file" ]] && grep -q "\"file\": \"[^\"]*/$file\"" "$build/compile_commands.json" && files+=("$file")
@@ -24,4 +26,4 @@ if ((${#files[@]} == 0)); then
   echo "lint: no changed C++ source in the build"; exit 0
 fi
 echo "lint: clang-tidy on ${files[*]}"
-clang-tidy --quiet -p "$build" "${files[@]}"
+printf '%s\n' "${files[@]}" | xargs -P "$(nproc)" -n 1 clang-tidy --quiet -p "$build"
