@@ -5,10 +5,12 @@
 set -euo pipefail
 
 packages=(
-  # build
-  cmake ninja-build g++ pkg-config
+  # build: compilers, Boost.Asio (headers), OpenSSL's libcrypto
+  cmake ninja-build g++ pkg-config libboost-dev libssl-dev
   # tests: GoogleTest, libFuzzer (clang + its runtime), lint
   libgtest-dev clang-14 libclang-rt-14-dev clang-tidy clang-format
+  # transport and launcher tests: a real sshd on loopback, iperf3 as the benchmark baseline
+  openssh-server openssh-client iperf3 procps
   # Python side: Debian's /usr/bin/python3 with numpy, torch and pytest
   python3 python3-numpy python3-torch python3-pytest
   # real data for the demo and the benchmarks

@@ -1,0 +1,99 @@
+// The transport: rendezvous through the coordinator (rank 0), an authenticated control channel
+// between every rank and the coordinator, and authenticated data channels between every pair
+// of ranks. It knows nothing of tensors or codecs: it moves tagged byte messages.
+//
+// Error model: failures throw threelc::transport::Error, whose message names the peer rank and
+// what happened (refused, closed, timed out, malformed frame, wrong secret); no wait is
+// unbounded.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+namespace threelc::transport {
+
+class Error : public std::runtime_error {
+ public:
+  Error(int peer, const std::string& message) : std::runtime_error(message), peer_(peer) {}
+  // The rank the failure concerns, or -1 when it concerns no single peer.
+  int peer() const { return peer_; }
+
+ private:
+  int peer_;
+};
+
+// Who this rank is and how to reach the job. options_from_environment() fills it.
+struct Options {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  std::string coordinator_host = "127.0.0.1";  // THREELC_COORDINATOR=host:port
+  uint16_t coordinator_port = 0;
+  std::string secret;       // THREELC_SECRET: authenticates every connection
+  std::string listen_host;  // THREELC_IFACE: interface name or address for data channels
+  std::string transport = "tcp";                    // THREELC_TRANSPORT
+  std::chrono::milliseconds start_timeout{60'000};  // THREELC_START_TIMEOUT (seconds)
+  std::chrono::milliseconds timeout{30'000};        // THREELC_TIMEOUT (seconds): any other wait
+  size_t max_message_bytes = size_t{1} << 31;       // hard limit on a frame's length field
+};
+
+// Reads the identity from THREELC_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE (threelcrun), else from
+// mpirun (OMPI_COMM_WORLD_*), srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) or torchrun
+// (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), and the rest from THREELC_*.
+// Throws Error naming the variable that is missing or malformed.
+Options options_from_environment();
+
+namespace detail {
+struct RequestState;
+}
+
+// Completion of one send or receive.
+class Request {
+ public:
+  Request() = default;
+  explicit Request(std::shared_ptr<detail::RequestState> state) : state_(std::move(state)) {}
+  bool done() const;
+  // Blocks until the transfer completes; returns its size in bytes. Throws Error naming the
+  // peer when it failed or did not complete within the context's timeout.
+  size_t wait();
+
+ private:
+  std::shared_ptr<detail::RequestState> state_;
+};
+
+// A connection to one peer (the shape of gloo's transport::Pair): reliable, ordered messages,
+// each with a tag. Several sends and receives may be in flight at once.
+class Pair {
+ public:
+  virtual ~Pair() = default;
+  virtual int peer() const = 0;
+  // Sends one message. `bytes` must stay valid and unchanged until the request completes.
+  virtual Request send(uint32_t tag, std::span<const std::byte> bytes) = 0;
+  // Receives the next message with `tag` into `into` (its capacity); a longer message fails
+  // the request. A receive posted before its message arrives gets the bytes without a copy.
+  virtual Request recv(uint32_t tag, std::span<std::byte> into) = 0;
+};
+
+class Context {
+ public:
+  virtual ~Context() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Data channel to `peer` (any rank but this one).
+  virtual Pair& pair(int peer) = 0;
+  // Control channel: on rank 0 to `peer` (1..size-1); elsewhere to the coordinator (peer 0).
+  virtual Pair& control(int peer) = 0;
+};
+
+// Joins the job: authenticates to the coordinator, exchanges addresses, connects every pair.
+// Throws Error naming the rank that never arrived within start_timeout, or failed to
+// authenticate. Selects the implementation by options.transport ("tcp").
+std::unique_ptr<Context> connect(const Options& options);
+
+}  // namespace threelc::transport
