@@ -35,17 +35,21 @@ struct Options {
   int local_size = 1;
   std::string coordinator_host = "127.0.0.1";  // THREELC_COORDINATOR=host:port
   uint16_t coordinator_port = 0;
-  std::string secret;       // THREELC_SECRET: authenticates every connection
-  std::string listen_host;  // THREELC_IFACE: interface name or address for data channels
-  std::string transport = "tcp";                    // THREELC_TRANSPORT
+  std::string secret;             // THREELC_SECRET: authenticates every connection
+  std::string listen_host;        // THREELC_IFACE: interface name or address for data channels
+  std::string transport = "tcp";  // THREELC_TRANSPORT
   std::chrono::milliseconds start_timeout{60'000};  // THREELC_START_TIMEOUT (seconds)
   std::chrono::milliseconds timeout{30'000};        // THREELC_TIMEOUT (seconds): any other wait
-  size_t max_message_bytes = size_t{1} << 31;       // hard limit on a frame's length field
+  size_t max_message_bytes = size_t{1} << 31;       // THREELC_MAX_MESSAGE_BYTES: frame limit
+  bool debug = false;  // THREELC_TRANSPORT_DEBUG=1: log listeners and connections to stderr
 };
 
 // Reads the identity from THREELC_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE (threelcrun), else from
-// mpirun (OMPI_COMM_WORLD_*), srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) or torchrun
-// (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), and the rest from THREELC_*.
+// mpirun (OMPI_COMM_WORLD_*), srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
+// SLURM_NTASKS_PER_NODE) or torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), and the
+// rest from THREELC_*. Under torchrun without THREELC_COORDINATOR the coordinator is
+// MASTER_ADDR:(MASTER_PORT + 1), since MASTER_PORT is torch's own store. Every variable is
+// declared once, with its default, in transport/src/settings.cc.
 // Throws Error naming the variable that is missing or malformed.
 Options options_from_environment();
 
@@ -60,7 +64,8 @@ class Request {
   explicit Request(std::shared_ptr<detail::RequestState> state) : state_(std::move(state)) {}
   bool done() const;
   // Blocks until the transfer completes; returns its size in bytes. Throws Error naming the
-  // peer when it failed or did not complete within the context's timeout.
+  // peer when it failed or did not complete within the context's timeout (options.timeout). A
+  // timeout also closes that pair (its other requests fail): the stream is then out of step.
   size_t wait();
 
  private:
@@ -76,7 +81,9 @@ class Pair {
   // Sends one message. `bytes` must stay valid and unchanged until the request completes.
   virtual Request send(uint32_t tag, std::span<const std::byte> bytes) = 0;
   // Receives the next message with `tag` into `into` (its capacity); a longer message fails
-  // the request. A receive posted before its message arrives gets the bytes without a copy.
+  // the request (and is discarded). A receive posted before its message arrives gets the bytes
+  // without a copy; one posted after gets them from a staging copy. Messages of one tag are
+  // matched in the order they were sent; tags are independent.
   virtual Request recv(uint32_t tag, std::span<std::byte> into) = 0;
 };
 

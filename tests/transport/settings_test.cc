@@ -1,0 +1,147 @@
+// In-process tests: the environment table (options_from_environment) and the frame parser.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+#include <vector>
+
+#include "../../transport/src/frame.h"
+#include "threelc/transport/transport.h"
+
+namespace {
+
+namespace tt = threelc::transport;
+
+class EnvironmentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"THREELC_RANK",
+                             "THREELC_SIZE",
+                             "THREELC_LOCAL_RANK",
+                             "THREELC_LOCAL_SIZE",
+                             "THREELC_COORDINATOR",
+                             "THREELC_SECRET",
+                             "THREELC_IFACE",
+                             "THREELC_TRANSPORT",
+                             "THREELC_START_TIMEOUT",
+                             "THREELC_TIMEOUT",
+                             "OMPI_COMM_WORLD_RANK",
+                             "OMPI_COMM_WORLD_SIZE",
+                             "SLURM_PROCID",
+                             "SLURM_NTASKS",
+                             "SLURM_NTASKS_PER_NODE",
+                             "RANK",
+                             "WORLD_SIZE",
+                             "LOCAL_RANK",
+                             "LOCAL_WORLD_SIZE",
+                             "MASTER_ADDR",
+                             "MASTER_PORT"}) {
+      unsetenv(name);
+    }
+  }
+};
+
+std::string error_of(void (*f)()) {
+  try {
+    f();
+  } catch (const tt::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(EnvironmentTest, DefaultsToASingleRank) {
+  const auto options = tt::options_from_environment();
+  EXPECT_EQ(options.rank, 0);
+  EXPECT_EQ(options.size, 1);
+  EXPECT_EQ(options.timeout.count(), 30'000);
+}
+
+TEST_F(EnvironmentTest, ReadsThreelcVariables) {
+  setenv("THREELC_RANK", "2", 1);
+  setenv("THREELC_SIZE", "4", 1);
+  setenv("THREELC_COORDINATOR", "10.0.0.1:29500", 1);
+  setenv("THREELC_TIMEOUT", "0.25", 1);
+  const auto options = tt::options_from_environment();
+  EXPECT_EQ(options.rank, 2);
+  EXPECT_EQ(options.size, 4);
+  EXPECT_EQ(options.coordinator_host, "10.0.0.1");
+  EXPECT_EQ(options.coordinator_port, 29500);
+  EXPECT_EQ(options.timeout.count(), 250);
+}
+
+TEST_F(EnvironmentTest, TorchrunCoordinatorIsMasterPortPlusOne) {
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "node7", 1);
+  setenv("MASTER_PORT", "29400", 1);
+  const auto options = tt::options_from_environment();
+  EXPECT_EQ(options.rank, 1);
+  EXPECT_EQ(options.local_size, 2);
+  EXPECT_EQ(options.coordinator_host, "node7");
+  EXPECT_EQ(options.coordinator_port, 29401);
+}
+
+TEST_F(EnvironmentTest, SlurmAndMpirun) {
+  setenv("SLURM_PROCID", "3", 1);
+  setenv("SLURM_NTASKS", "8", 1);
+  setenv("SLURM_NTASKS_PER_NODE", "4(x2)", 1);
+  setenv("THREELC_COORDINATOR", "h:1", 1);
+  auto options = tt::options_from_environment();
+  EXPECT_EQ(options.rank, 3);
+  EXPECT_EQ(options.size, 8);
+  EXPECT_EQ(options.local_size, 1);
+  setenv("OMPI_COMM_WORLD_RANK", "5", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "6", 1);
+  options = tt::options_from_environment();
+  EXPECT_EQ(options.rank, 5);
+  EXPECT_EQ(options.size, 6);
+}
+
+TEST_F(EnvironmentTest, ErrorsNameTheVariable) {
+  setenv("THREELC_RANK", "x", 1);
+  EXPECT_NE(error_of([] { tt::options_from_environment(); }).find("THREELC_RANK='x'"),
+            std::string::npos);
+  setenv("THREELC_RANK", "1", 1);
+  setenv("THREELC_SIZE", "2", 1);
+  EXPECT_NE(error_of([] { tt::options_from_environment(); }).find("THREELC_COORDINATOR"),
+            std::string::npos);
+  setenv("THREELC_COORDINATOR", "nohost", 1);
+  EXPECT_NE(error_of([] { tt::options_from_environment(); }).find("THREELC_COORDINATOR='nohost'"),
+            std::string::npos);
+  setenv("THREELC_COORDINATOR", "h:2", 1);
+  setenv("THREELC_TIMEOUT", "-1", 1);
+  EXPECT_NE(error_of([] { tt::options_from_environment(); }).find("THREELC_TIMEOUT='-1'"),
+            std::string::npos);
+}
+
+TEST(ConnectTest, RefusesEmptySecretAndUcx) {
+  tt::Options options;
+  options.size = 2;
+  EXPECT_THROW(tt::connect(options), tt::Error);
+  options.secret = "x";
+  options.transport = "ucx";
+  try {
+    tt::connect(options);
+    FAIL();
+  } catch (const tt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("UCX"), std::string::npos);
+  }
+}
+
+TEST(FrameTest, RoundTripAndLimits) {
+  namespace d = tt::detail;
+  const auto bytes = d::encode_frame_header(77, 1234);
+  d::FrameHeader header;
+  EXPECT_EQ(d::parse_frame_header(bytes, 1234, header), "");
+  EXPECT_EQ(header.tag, 77u);
+  EXPECT_EQ(header.length, 1234u);
+  EXPECT_NE(d::parse_frame_header(bytes, 1233, header).find("exceeds"), std::string::npos);
+  auto bad = bytes;
+  bad[0] = std::byte{0};
+  EXPECT_NE(d::parse_frame_header(bad, 1 << 20, header).find("magic"), std::string::npos);
+  EXPECT_NE(d::parse_frame_header(std::span(bytes).first(5), 1 << 20, header), "");
+}
+
+}  // namespace

@@ -1,0 +1,200 @@
+// transport_probe: joins a job through options_from_environment() and checks every channel:
+// messages both ways with every peer (sizes 0 B .. 3 MiB, several in flight, tags received out
+// of order, several messages of one tag in order), one hop around the ring, and a round trip
+// with the coordinator over control(). Exit status: 0 all verified, 1 transport Error (printed
+// to stderr), 2 content mismatch.
+//
+// THREELC_PROBE_MODE (test only): "check" (default); "kill" (2 ranks: rank 1 streams 64 MiB
+// messages to rank 0 and SIGKILLs itself mid-stream; rank 0 receives until the error).
+// THREELC_PROBE_DELAY_MS: sleep before joining; THREELC_PROBE_LINGER_MS: sleep before exiting.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "threelc/transport/transport.h"
+
+namespace tt = threelc::transport;
+
+namespace {
+
+std::byte pattern(int from, int to, uint32_t tag, size_t i) {
+  return static_cast<std::byte>((static_cast<size_t>(from) * 131 + static_cast<size_t>(to) * 31 +
+                                 tag * 7 + i * 13 + (i >> 11)) &
+                                0xFF);
+}
+
+std::vector<std::byte> message(int from, int to, uint32_t tag, size_t n) {
+  std::vector<std::byte> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = pattern(from, to, tag, i);
+  return out;
+}
+
+bool verify(const std::vector<std::byte>& got, size_t n, int from, int to, uint32_t tag,
+            const char* what) {
+  for (size_t i = 0; i < n; ++i) {
+    if (got[i] != pattern(from, to, tag, i)) {
+      std::fprintf(stderr, "transport_probe rank %d: %s from rank %d tag %u: byte %zu differs\n",
+                   to, what, from, tag, i);
+      return false;
+    }
+  }
+  return true;
+}
+
+int check(tt::Context& ctx) {
+  const int rank = ctx.rank();
+  const int size = ctx.size();
+  const size_t sizes[] = {0, 1, 4093, 65536, 3 << 20};
+  constexpr int kSizes = 5;
+  struct Out {
+    std::vector<std::byte> data;
+    tt::Request request;
+  };
+  struct In {
+    int from;
+    uint32_t tag;
+    size_t n;
+    std::vector<std::byte> data;
+    tt::Request request;
+  };
+  std::vector<Out> outs;
+  std::vector<In> ins;
+  outs.reserve(static_cast<size_t>(size) * 8);
+  ins.reserve(static_cast<size_t>(size) * 8);
+  bool ok = true;
+  // Receives for the larger sizes are posted before the sends (zero-copy path), in reverse tag
+  // order; the smaller ones after (staging path).
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    for (int i = kSizes - 1; i >= 3; --i) {
+      const uint32_t tag = 100 + static_cast<uint32_t>(i);
+      auto& in =
+          ins.emplace_back(In{peer, tag, sizes[i], std::vector<std::byte>(sizes[i] + 5), {}});
+      in.request = ctx.pair(peer).recv(tag, in.data);
+    }
+  }
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    for (int i = 0; i < kSizes; ++i) {
+      const uint32_t tag = 100 + static_cast<uint32_t>(i);
+      auto& out = outs.emplace_back(Out{message(rank, peer, tag, sizes[i]), {}});
+      out.request = ctx.pair(peer).send(tag, out.data);
+    }
+    // Three messages of one tag: matched in order.
+    for (size_t k = 0; k < 3; ++k) {
+      auto& out = outs.emplace_back(Out{message(rank, peer, 7, 1000 + k), {}});
+      out.request = ctx.pair(peer).send(7, out.data);
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    for (int i = 2; i >= 0; --i) {
+      const uint32_t tag = 100 + static_cast<uint32_t>(i);
+      auto& in = ins.emplace_back(In{peer, tag, sizes[i], std::vector<std::byte>(sizes[i]), {}});
+      in.request = ctx.pair(peer).recv(tag, in.data);
+    }
+    for (size_t k = 0; k < 3; ++k) {
+      auto& in = ins.emplace_back(In{peer, 7, 1000 + k, std::vector<std::byte>(2000), {}});
+      in.request = ctx.pair(peer).recv(7, in.data);
+    }
+  }
+  for (auto& out : outs) out.request.wait();
+  for (auto& in : ins) {
+    const size_t got = in.request.wait();
+    if (got != in.n) {
+      std::fprintf(stderr, "transport_probe rank %d: %zu bytes from rank %d tag %u, expected %zu\n",
+                   rank, got, in.from, in.tag, in.n);
+      ok = false;
+    }
+    ok = verify(in.data, in.n, in.from, rank, in.tag, "pair message") && ok;
+  }
+
+  // Around the ring.
+  if (size > 1) {
+    const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    auto out = message(rank, next, 999, 1 << 20);
+    std::vector<std::byte> in(1 << 20);
+    auto r = ctx.pair(prev).recv(999, in);
+    auto s = ctx.pair(next).send(999, out);
+    s.wait();
+    r.wait();
+    ok = verify(in, in.size(), prev, rank, 999, "ring message") && ok;
+
+    // Control round trip with the coordinator.
+    if (rank == 0) {
+      for (int peer = 1; peer < size; ++peer) {
+        auto ping = message(0, peer, 5, 300);
+        ctx.control(peer).send(5, ping).wait();
+      }
+      for (int peer = 1; peer < size; ++peer) {
+        std::vector<std::byte> pong(300);
+        ctx.control(peer).recv(6, pong).wait();
+        ok = verify(pong, pong.size(), peer, 0, 6, "control reply") && ok;
+      }
+    } else {
+      std::vector<std::byte> ping(300);
+      ctx.control(0).recv(5, ping).wait();
+      ok = verify(ping, ping.size(), 0, rank, 5, "control message") && ok;
+      auto pong = message(rank, 0, 6, 300);
+      ctx.control(0).send(6, pong).wait();
+      // Wait for the coordinator's last word so nobody exits while others still need it.
+    }
+    // Final barrier over control: everyone reports, rank 0 releases.
+    std::byte token[1]{};
+    if (rank == 0) {
+      for (int peer = 1; peer < size; ++peer) ctx.control(peer).recv(8, token).wait();
+      for (int peer = 1; peer < size; ++peer) ctx.control(peer).send(9, token).wait();
+    } else {
+      ctx.control(0).send(8, token).wait();
+      ctx.control(0).recv(9, token).wait();
+    }
+  }
+  return ok ? 0 : 2;
+}
+
+int kill_mode(tt::Context& ctx) {
+  std::vector<std::byte> buffer(64 << 20);
+  if (ctx.rank() == 1) {
+    std::thread killer([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ::kill(::getpid(), SIGKILL);
+    });
+    for (;;) ctx.pair(0).send(1, buffer).wait();
+  }
+  for (;;) ctx.pair(1).recv(1, buffer).wait();
+}
+
+}  // namespace
+
+int main() {
+  int rank = -1;
+  try {
+    if (const char* delay = std::getenv("THREELC_PROBE_DELAY_MS")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
+    }
+    const auto options = tt::options_from_environment();
+    rank = options.rank;
+    auto ctx = tt::connect(options);
+    const char* mode = std::getenv("THREELC_PROBE_MODE");
+    if (mode != nullptr && std::strcmp(mode, "kill") == 0) return kill_mode(*ctx);
+    const int status = check(*ctx);
+    if (status == 0) std::printf("transport_probe rank %d of %d: ok\n", rank, ctx->size());
+    std::fflush(stdout);
+    if (const char* linger = std::getenv("THREELC_PROBE_LINGER_MS")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(linger)));
+    }
+    return status;
+  } catch (const tt::Error& e) {
+    std::fprintf(stderr, "transport_probe rank %d: ERROR (peer %d): %s\n", rank, e.peer(),
+                 e.what());
+    return 1;
+  }
+}

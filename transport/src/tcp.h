@@ -1,0 +1,12 @@
+#pragma once
+
+#include <memory>
+
+#include "threelc/transport/transport.h"
+
+namespace threelc::transport::detail {
+
+// The TCP implementation of connect() (tcp.cc).
+std::unique_ptr<Context> connect_tcp(const Options& options);
+
+}  // namespace threelc::transport::detail
