@@ -1,0 +1,149 @@
+"""threelcrun's ssh path for real: a throwaway sshd on a loopback port, "127.0.0.1" as the
+remote host (any name other than localhost and this machine's hostname goes through ssh)."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import HELPER, LAUNCHER, PYTHON, REPO, launch, library_available, pid_gone, \
+    read_pids, wait_for
+
+HOSTS = ["-H", "localhost:2,127.0.0.1:2"]
+
+
+def all_cmdlines():
+    result = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    result[int(entry)] = f.read()
+            except OSError:
+                pass
+    return result
+
+
+@pytest.mark.skipif(not library_available(), reason="libthreelc.so is not built")
+def test_ssh_env_output_and_secret(sshd, tmp_path, run_env):
+    go = tmp_path / "go"
+    proc = subprocess.Popen([PYTHON, str(LAUNCHER), "-np", "4", *HOSTS, *map(str, sshd.ssh_args()),
+                             "--sparsity", "1.25", "-x", "FOO=two words",
+                             PYTHON, str(HELPER), "env", str(tmp_path), str(go)],
+                            env=run_env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: len(list(tmp_path.glob("env.*.json"))) == 4, 30), \
+            proc.stderr.read() if proc.poll() is not None else "ranks did not start"
+        envs = [json.loads((tmp_path / f"env.{r}.json").read_text()) for r in range(4)]
+        secret = envs[0]["THREELC_SECRET"].encode()
+        # While every rank runs: the secret is on no process's command line (ssh clients,
+        # sshd sessions, remote shells, ranks).
+        leaks = [pid for pid, cmd in all_cmdlines().items() if secret in cmd]
+        assert leaks == []
+        ssh_clients = [cmd for cmd in all_cmdlines().values() if cmd.startswith(b"ssh\0")]
+        assert len(ssh_clients) == 2 and all(b"read -r THREELC_SECRET" in c for c in ssh_clients)
+    finally:
+        go.touch()
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    coordinator = envs[0]["THREELC_COORDINATOR"]
+    assert re.fullmatch(r"127\.0\.0\.1:\d+", coordinator)
+    expect = [("0", "2", "0", "2"), ("1", "2", "0", "2"), ("0", "2", "1", "2"), ("1", "2", "1", "2")]
+    for rank, e in enumerate(envs):
+        assert e["THREELC_RANK"] == str(rank) and e["THREELC_SIZE"] == "4"
+        assert (e["THREELC_LOCAL_RANK"], e["THREELC_LOCAL_SIZE"], e["THREELC_CROSS_RANK"],
+                e["THREELC_CROSS_SIZE"]) == expect[rank]
+        assert e["THREELC_SECRET"].encode() == secret
+        assert e["THREELC_COORDINATOR"] == coordinator
+        assert e["THREELC_SPARSITY"] == "1.25"
+        assert e["FOO"] == "two words"
+        assert e["PYTHONPATH"].split(":")[0] == str(REPO / "frameworks" / "python")
+        assert Path(e["threelc_file"]).resolve().is_relative_to(REPO / "frameworks" / "python")
+        assert e["cwd"] == str(tmp_path)
+    # ranks 2 and 3 ran under sshd, not as children of threelcrun
+    assert envs[2]["pid"] != envs[0]["pid"]
+    assert sorted(out.splitlines()) == [f"[{r}] env written by rank {r}" for r in range(4)]
+    assert sorted(err.splitlines()) == [f"[{r}] stderr of rank {r}" for r in range(4)]
+
+
+SCRIPT = ('echo $$ > "{d}/rank$THREELC_RANK.pid"; sleep 60 & echo $! > "{d}/child$THREELC_RANK.pid"; '
+          'echo "line from $THREELC_RANK"; {action} wait')
+
+
+def test_ssh_remote_rank_fails_the_job(sshd, tmp_path, run_env):
+    script = SCRIPT.format(d=tmp_path, action='[ "$THREELC_RANK" = 3 ] && { sleep 1; exit 7; };')
+    start = time.monotonic()
+    r = launch(["-np", 4, *HOSTS, *sshd.ssh_args(), "--grace", "2", "sh", "-c", script], run_env,
+               timeout=30)
+    assert r.returncode == 7, r.stderr
+    assert time.monotonic() - start < 10
+    assert re.search(r"threelcrun: rank 3 \(ssh pid \d+ to 127\.0\.0\.1\) exited with code 7; "
+                     r"stopping the other ranks", r.stderr), r.stderr
+    assert sorted(r.stdout.splitlines()) == [f"[{i}] line from {i}" for i in range(4)]
+    pids = read_pids(tmp_path)
+    assert len(pids) == 8
+    assert wait_for(lambda: all(pid_gone(p) for p in pids.values()), 5), pids
+
+
+def test_ssh_local_failure_stops_remote_ranks(sshd, tmp_path, run_env):
+    script = SCRIPT.format(d=tmp_path, action='[ "$THREELC_RANK" = 0 ] && { sleep 1; kill -9 $$; };')
+    r = launch(["-np", 4, *HOSTS, *sshd.ssh_args(), "sh", "-c", script], run_env, timeout=30)
+    assert r.returncode == 137
+    assert "rank 0 (pid" in r.stderr and "killed by signal 9 (SIGKILL)" in r.stderr
+    pids = read_pids(tmp_path)
+    assert wait_for(lambda: all(pid_gone(p) for p in pids.values()), 5), pids
+
+
+def test_ssh_remote_rank_killed(sshd, tmp_path, run_env):
+    script = SCRIPT.format(d=tmp_path, action='[ "$THREELC_RANK" = 2 ] && { sleep 1; kill -9 $$; };')
+    r = launch(["-np", 3, "-H", "localhost:1,127.0.0.1:2", *sshd.ssh_args(), "sh", "-c", script],
+               run_env, timeout=30)
+    assert r.returncode == 137
+    assert re.search(r"rank 2 \(ssh pid \d+ to 127\.0\.0\.1\) exited with code 137 \(the remote "
+                     r"rank was probably killed by signal 9 \(SIGKILL\)\)", r.stderr), r.stderr
+    pids = read_pids(tmp_path)
+    assert wait_for(lambda: all(pid_gone(p) for p in pids.values()), 5), pids
+
+
+@pytest.mark.parametrize("how", ["sigint", "kill-launcher", "kill-ssh-client"])
+def test_ssh_teardown(how, sshd, tmp_path, run_env):
+    script = SCRIPT.format(d=tmp_path, action="")
+    proc = subprocess.Popen([PYTHON, str(LAUNCHER), "-np", "4", *HOSTS,
+                             *map(str, sshd.ssh_args()), "sh", "-c", script],
+                            env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert wait_for(lambda: len(read_pids(tmp_path)) == 8, 20), "ranks did not start"
+    pids = read_pids(tmp_path)
+    if how == "sigint":
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 130, err
+    elif how == "kill-launcher":
+        proc.kill()  # no cleanup by threelcrun at all
+        proc.communicate(timeout=20)
+    else:
+        ssh_pids = [pid for pid, cmd in all_cmdlines().items() if cmd.startswith(b"ssh\0")
+                    and b"read -r THREELC_SECRET" in cmd and b"-T" in cmd]
+        ssh_pids = [p for p in ssh_pids if Path(f"/proc/{p}/stat").exists()
+                    and int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                    == proc.pid]
+        assert len(ssh_pids) == 2
+        os.kill(ssh_pids[0], signal.SIGKILL)
+        out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 137, err
+        assert f"ssh pid {ssh_pids[0]} to 127.0.0.1) was killed by signal 9" in err
+    assert wait_for(lambda: all(pid_gone(p) for p in pids.values()), 10), \
+        {n: p for n, p in pids.items() if not pid_gone(p)}
+
+
+def test_ssh_unreachable_host_fails(sshd, tmp_path, run_env):
+    # A port nobody listens on: ssh exits 255 and the job fails with a hint.
+    r = launch(["-np", 2, "-H", "localhost:1,127.0.0.1:1", "--ssh-port", "1",
+                "--ssh-option", "ConnectTimeout=5", "sleep", "30"], run_env, timeout=30)
+    assert r.returncode == 255
+    assert "rank 1 (ssh pid" in r.stderr and "ssh itself failed" in r.stderr
