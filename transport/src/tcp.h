@@ -1,3 +1,4 @@
+// The TCP transport's entry point, used by connect() in transport.cc.
 #pragma once
 
 #include <memory>
@@ -6,7 +7,7 @@
 
 namespace threelc::transport::detail {
 
-// The TCP implementation of connect() (tcp.cc).
+// The TCP implementation of connect() (tcp_context.cc).
 std::unique_ptr<Context> connect_tcp(const Options& options);
 
 }  // namespace threelc::transport::detail

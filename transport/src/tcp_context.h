@@ -1,0 +1,110 @@
+// TcpContext: one I/O thread, the listeners and accept loops, the watched handshake sockets, and
+// the pairs. tcp_context.cc holds connection setup and shutdown; tcp_rendezvous.cc the rendezvous.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tcp_handshake.h"
+#include "tcp_pair.h"
+#include "tcp_socket.h"
+#include "threelc/transport/transport.h"
+
+namespace threelc::transport::detail {
+
+class TcpContext final : public Context {
+ public:
+  explicit TcpContext(const Options& options);
+  ~TcpContext() override;
+
+  // Runs the rendezvous on the I/O thread and waits for it; throws Error.
+  void run_rendezvous();
+
+  int rank() const override { return options_.rank; }
+  int size() const override { return options_.size; }
+  Pair& pair(int peer) override;
+  Pair& control(int peer) override;
+
+ private:
+  // A handshake socket, closed when its deadline passes or the context shuts down.
+  struct Pending {
+    std::shared_ptr<tcp::socket> socket;
+    std::shared_ptr<asio::steady_timer> timer;
+    std::shared_ptr<bool> timed_out;
+  };
+  // A rank that completed its control handshake with the coordinator, and its data listener.
+  struct Arrival {
+    tcp::socket socket;
+    std::string host;
+    uint16_t port;
+  };
+
+  void check_peer(int peer, const char* what) const;
+  std::string prefix() const { return "threelc rank " + std::to_string(rank()) + ": "; }
+  void log(const std::string& message) const;
+  std::string coordinator_text() const {
+    return options_.coordinator_host + ":" + std::to_string(options_.coordinator_port);
+  }
+  HandshakeSelf handshake_self() const { return {rank(), size(), options_.secret}; }
+  void close_all(const std::string& message);
+
+  // --- connection setup (tcp_context.cc) ---
+  Pending watch(const std::shared_ptr<tcp::socket>& socket);
+  Pending watch(const std::shared_ptr<tcp::socket>& socket, Clock::time_point deadline);
+  // Accepts on `acceptor` until it is closed; runs each handshake concurrently.
+  asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, uint32_t kind);
+  asio::awaitable<void> serve_one(std::shared_ptr<tcp::socket> socket, uint32_t kind);
+  void add_pair(int peer, tcp::socket socket);
+  // Connects to `host:port`, retrying refused connections with exponential back-off until
+  // `deadline`. Returns a connected socket or throws Error.
+  asio::awaitable<std::shared_ptr<tcp::socket>> connect_with_retry(const std::string& host,
+                                                                   uint16_t port,
+                                                                   Clock::time_point deadline,
+                                                                   int peer,
+                                                                   const std::string& who);
+  void open_listener(tcp::acceptor& acceptor, const tcp::endpoint& endpoint, const char* what);
+  void open_data_listener(const std::string& host);
+
+  // --- the rendezvous (tcp_rendezvous.cc) ---
+  asio::awaitable<void> rendezvous();
+  asio::awaitable<void> connect_data(int peer, std::pair<std::string, uint16_t> address,
+                                     Clock::time_point deadline);
+  // Waits until `done()` or `deadline`; wake_->cancel() re-checks early.
+  asio::awaitable<bool> wait_until(Clock::time_point deadline, const std::function<bool()>& done);
+
+  const Options options_;
+  const std::chrono::milliseconds handshake_timeout_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::thread thread_;
+  std::mutex stopped_mutex_;
+  std::condition_variable stopped_cv_;
+  bool stopped_ = false;
+
+  // I/O-thread state.
+  bool closing_ = false;
+  tcp::acceptor control_acceptor_{io_};
+  tcp::acceptor data_acceptor_{io_};
+  std::string data_host_;
+  uint16_t data_port_ = 0;
+  std::map<uint64_t, Pending> pending_;
+  uint64_t next_pending_ = 0;
+  std::unique_ptr<asio::steady_timer> wake_;
+  std::map<int, Arrival> arrived_;
+  std::string auth_failures_;
+  std::string data_error_;
+  int connected_ = 0;
+  std::vector<std::shared_ptr<TcpPair>> pairs_;
+  std::vector<std::shared_ptr<TcpPair>> control_;
+};
+
+}  // namespace threelc::transport::detail

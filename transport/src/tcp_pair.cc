@@ -1,0 +1,212 @@
+// TcpPair's data path: the send queue, receives matched by tag, and messages staged until their
+// receive is posted (see tcp_pair.h).
+#include "tcp_pair.h"
+
+#include <array>
+#include <cstring>
+
+namespace threelc::transport::detail {
+
+TcpPair::TcpPair(tcp::socket socket, int self, int peer, bool control, const Options& options)
+    : socket_(std::move(socket)),
+      self_(self),
+      peer_(peer),
+      control_(control),
+      max_bytes_(options.max_message_bytes),
+      timeout_(options.timeout),
+      name_(peer_name()) {
+  tune_socket(socket_);
+}
+
+Request TcpPair::send(uint32_t tag, std::span<const std::byte> bytes) {
+  auto state = make_state("send of " + std::to_string(bytes.size()) + " bytes with tag " +
+                          std::to_string(tag) + " to " + name_);
+  if (bytes.size() > max_bytes_) {
+    state->fail("threelc rank " + std::to_string(self_) + ": " + state->what +
+                " exceeds THREELC_MAX_MESSAGE_BYTES=" + std::to_string(max_bytes_));
+    return Request(state);
+  }
+  asio::post(socket_.get_executor(), [self = shared_from_this(), tag, bytes, state] {
+    if (!self->failed_.empty()) return state->fail(self->failed_);
+    self->sendq_.push_back(SendOp{encode_frame_header(tag, bytes.size()), bytes, state});
+    if (!self->writing_) self->write_next();
+  });
+  return Request(state);
+}
+
+Request TcpPair::recv(uint32_t tag, std::span<std::byte> into) {
+  auto state = make_state("receive with tag " + std::to_string(tag) + " from " + name_);
+  asio::post(socket_.get_executor(), [self = shared_from_this(), tag, into, state] {
+    self->post_recv(tag, RecvOp{into, state});
+  });
+  return Request(state);
+}
+
+void TcpPair::start() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->read_header(); });
+}
+
+void TcpPair::fail(const std::string& message) {
+  if (!failed_.empty()) return;
+  failed_ = message;
+  error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  for (auto& op : sendq_) op.state->fail(message);
+  sendq_.clear();
+  for (auto& [tag, queue] : posted_) {
+    for (auto& op : queue) op.state->fail(message);
+  }
+  posted_.clear();
+  // A receive matched to the message that was still arriving (no longer in staged_).
+  if (reading_ && reading_->waiter) reading_->waiter->state->fail(message);
+  reading_.reset();
+}
+
+void TcpPair::close_from_any_thread(const std::string& message) {
+  asio::post(socket_.get_executor(), [self = shared_from_this(), message] { self->fail(message); });
+}
+
+std::string TcpPair::peer_name() const {
+  if (control_) {
+    return self_ == 0 ? "rank " + std::to_string(peer_) + " (control channel)"
+                      : "the coordinator (rank 0, control channel)";
+  }
+  return "rank " + std::to_string(peer_);
+}
+
+std::shared_ptr<RequestState> TcpPair::make_state(std::string what) {
+  auto state = std::make_shared<RequestState>(peer_, std::move(what), timeout_);
+  std::weak_ptr<TcpPair> weak = weak_from_this();
+  state->on_timeout = [weak](const std::string& message) {
+    if (auto self = weak.lock()) self->close_from_any_thread(message);
+  };
+  return state;
+}
+
+void TcpPair::on_error(const error_code& ec, const char* doing) {
+  if (!failed_.empty()) return;
+  if (ec == asio::error::eof || ec == asio::error::connection_reset ||
+      ec == asio::error::broken_pipe) {
+    fail(prefix() + name_ + " closed the connection (" + ec.message() + " while " + doing + ")");
+  } else {
+    fail(prefix() + "connection to " + name_ + " failed while " + doing + ": " + ec.message());
+  }
+}
+
+void TcpPair::write_next() {
+  if (sendq_.empty() || !failed_.empty()) {
+    writing_ = false;
+    return;
+  }
+  writing_ = true;
+  auto& op = sendq_.front();
+  std::array<asio::const_buffer, 2> buffers{asio::buffer(op.header),
+                                            asio::buffer(op.bytes.data(), op.bytes.size())};
+  asio::async_write(socket_, buffers, large_transfers,
+                    [self = shared_from_this()](const error_code& ec, size_t) {
+                      if (!self->failed_.empty()) return;
+                      if (ec) return self->on_error(ec, "sending");
+                      auto done = std::move(self->sendq_.front());
+                      self->sendq_.pop_front();
+                      done.state->complete(done.bytes.size());
+                      self->write_next();
+                    });
+}
+
+void TcpPair::post_recv(uint32_t tag, RecvOp op) {
+  auto staged_it = staged_.find(tag);
+  if (staged_it != staged_.end() && !staged_it->second.empty()) {
+    auto staged = staged_it->second.front();
+    staged_it->second.pop_front();
+    if (staged->complete) return deliver(*staged, op);
+    if (!failed_.empty()) return op.state->fail(failed_);
+    staged->waiter = std::move(op);
+    return;
+  }
+  if (!failed_.empty()) return op.state->fail(failed_);
+  posted_[tag].push_back(std::move(op));
+}
+
+void TcpPair::deliver(const Staged& staged, RecvOp& op) {
+  if (staged.data.size() > op.into.size()) return too_long(op, staged.data.size());
+  if (!staged.data.empty()) std::memcpy(op.into.data(), staged.data.data(), staged.data.size());
+  op.state->complete(staged.data.size());
+}
+
+void TcpPair::too_long(RecvOp& op, uint64_t length) {
+  op.state->fail(prefix() + "message of " + std::to_string(length) + " bytes from " + name_ +
+                 " does not fit the receive buffer of " + std::to_string(op.into.size()) +
+                 " bytes (" + op.state->what + ")");
+}
+
+void TcpPair::read_header() {
+  if (!failed_.empty()) return;
+  asio::async_read(socket_, asio::buffer(header_),
+                   [self = shared_from_this()](const error_code& ec, size_t) {
+                     if (!self->failed_.empty()) return;
+                     if (ec) return self->on_error(ec, "receiving");
+                     self->on_header();
+                   });
+}
+
+void TcpPair::on_header() {
+  FrameHeader header;
+  if (auto error = parse_frame_header(header_, max_bytes_, header); !error.empty()) {
+    return fail(prefix() + "malformed frame from " + name_ + " (" + remote_text(socket_) +
+                "): " + error);
+  }
+  auto posted_it = posted_.find(header.tag);
+  if (posted_it != posted_.end() && !posted_it->second.empty()) {
+    auto op = std::move(posted_it->second.front());
+    posted_it->second.pop_front();
+    if (header.length <= op.into.size()) {
+      if (header.length == 0) {
+        op.state->complete(0);
+        return read_header();
+      }
+      // Straight into the caller's buffer.
+      auto buffer = asio::buffer(op.into.data(), header.length);
+      return asio::async_read(
+          socket_, buffer, large_transfers,
+          [self = shared_from_this(), op](const error_code& ec, size_t n) {
+            if (!self->failed_.empty()) return;
+            if (ec) {
+              op.state->fail(self->prefix() + "receiving from " + self->name_ + " failed");
+              return self->on_error(ec, "receiving");
+            }
+            op.state->complete(n);
+            self->read_header();
+          });
+    }
+    too_long(op, header.length);
+    return stage(header, /*keep=*/false);
+  }
+  stage(header, /*keep=*/true);
+}
+
+void TcpPair::stage(const FrameHeader& header, bool keep) {
+  auto staged = std::make_shared<Staged>();
+  staged->data.resize(header.length);
+  if (keep) staged_[header.tag].push_back(staged);
+  reading_ = staged;
+  if (header.length == 0) return staged_done(staged);
+  asio::async_read(socket_, asio::buffer(staged->data), large_transfers,
+                   [self = shared_from_this(), staged](const error_code& ec, size_t) {
+                     if (!self->failed_.empty()) return;
+                     if (ec) return self->on_error(ec, "receiving");
+                     self->staged_done(staged);
+                   });
+}
+
+void TcpPair::staged_done(const std::shared_ptr<Staged>& staged) {
+  staged->complete = true;
+  reading_.reset();
+  if (staged->waiter) {
+    deliver(*staged, *staged->waiter);
+    staged->waiter.reset();
+  }
+  read_header();
+}
+
+}  // namespace threelc::transport::detail

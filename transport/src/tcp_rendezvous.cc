@@ -1,0 +1,195 @@
+// TcpContext's rendezvous: ranks meet at the coordinator, which hands out the table of data
+// listeners; then every rank connects to the ranks above it and accepts from those below.
+#include <string>
+#include <vector>
+
+#include "listen_address.h"
+#include "payload_bytes.h"
+#include "tcp_context.h"
+
+namespace threelc::transport::detail {
+
+asio::awaitable<bool> TcpContext::wait_until(Clock::time_point deadline,
+                                             const std::function<bool()>& done) {
+  while (!done()) {
+    if (Clock::now() >= deadline) co_return false;
+    wake_->expires_at(deadline);
+    error_code ec;
+    co_await wake_->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return true;
+}
+
+asio::awaitable<void> TcpContext::rendezvous() {
+  wake_ = std::make_unique<asio::steady_timer>(io_);
+  if (size() == 1) co_return;
+  const auto start = Clock::now();
+  const auto deadline = start + options_.start_timeout;
+  std::vector<std::pair<std::string, uint16_t>> table(static_cast<size_t>(size()));
+
+  if (rank() == 0) {
+    // The control listener on the coordinator's address (or any address if it is not ours).
+    tcp::resolver resolver(io_);
+    error_code ec;
+    auto results =
+        resolver.resolve(options_.coordinator_host, std::to_string(options_.coordinator_port), ec);
+    if (ec || results.empty()) {
+      throw Error(-1, prefix() + "cannot resolve the coordinator host '" +
+                          options_.coordinator_host + "': " + ec.message());
+    }
+    tcp::endpoint endpoint = results.begin()->endpoint();
+    try {
+      open_listener(control_acceptor_, endpoint, "ranks");
+    } catch (const Error&) {
+      error_code ignored;
+      control_acceptor_.close(ignored);
+      open_listener(control_acceptor_, tcp::endpoint(endpoint.protocol(), endpoint.port()),
+                    "ranks");
+    }
+    if (options_.debug) log("coordinator listening on " + coordinator_text());
+    open_data_listener(resolve_listen_host(options_, endpoint.address().to_string()));
+    table[0] = {data_host_, data_port_};
+    asio::co_spawn(io_, accept_loop(control_acceptor_, kKindControl), asio::detached);
+
+    const bool all = co_await wait_until(
+        deadline, [this] { return static_cast<int>(arrived_.size()) == size() - 1; });
+    error_code ignored;
+    control_acceptor_.close(ignored);
+    std::string failure;
+    if (!all) {
+      std::string missing;
+      int count = 0;
+      for (int r = 1; r < size(); ++r) {
+        if (arrived_.count(r)) continue;
+        missing += (count++ ? ", " : "") + std::to_string(r);
+      }
+      failure = prefix() + (count == 1 ? "rank " : "ranks ") + missing + " of " +
+                std::to_string(size()) + " never" + " connected to the coordinator " +
+                coordinator_text() + " within " + seconds_text(options_.start_timeout);
+      if (!auth_failures_.empty()) failure += " (dropped:" + auth_failures_ + ")";
+    }
+    Writer message;
+    message.u32(failure.empty() ? 0 : 1);
+    if (failure.empty()) {
+      for (auto& [r, arrival] : arrived_)
+        table[static_cast<size_t>(r)] = {arrival.host, arrival.port};
+      for (auto& [host, port] : table) {
+        message.text(host);
+        message.u32(port);
+      }
+    } else {
+      message.text(failure);
+    }
+    for (auto& [r, arrival] : arrived_) {
+      co_await write_frame(arrival.socket, kTagTable, message.bytes);
+    }
+    if (!failure.empty()) throw Error(-1, failure);
+    for (auto& [r, arrival] : arrived_) {
+      control_[static_cast<size_t>(r)] =
+          std::make_shared<TcpPair>(std::move(arrival.socket), 0, r, true, options_);
+    }
+    arrived_.clear();
+  } else {
+    const std::string who = "the coordinator " + coordinator_text();
+    std::shared_ptr<tcp::socket> socket;
+    for (;;) {
+      socket = co_await connect_with_retry(options_.coordinator_host, options_.coordinator_port,
+                                           deadline, 0, who);
+      if (!data_acceptor_.is_open()) {
+        // Default data address: the one this host uses to reach the coordinator.
+        error_code ec;
+        const auto local = socket->local_endpoint(ec);
+        open_data_listener(resolve_listen_host(
+            options_, ec ? std::string("127.0.0.1") : local.address().to_string()));
+      }
+      auto pending = watch(socket);
+      try {
+        co_await client_handshake(*socket, handshake_self(), kKindControl, data_host_, data_port_,
+                                  0, who);
+        pending.timer->cancel();
+        break;
+      } catch (const HandshakeError& e) {
+        pending.timer->cancel();
+        // A listener that closed on us before the handshake (e.g. not ready): retry.
+        if (Clock::now() >= deadline) {
+          throw Error(0, prefix() + "handshake with " + who + " failed: " + e.what());
+        }
+      }
+    }
+    // Wait for the address table (rank 0 sends it once every rank arrived, or the failure).
+    auto pending = watch(socket, deadline + options_.start_timeout / 2 + std::chrono::seconds(5));
+    std::vector<std::byte> bytes;
+    try {
+      bytes = co_await read_frame(*socket, kTagTable,
+                                  uint64_t{64} * 1024 + static_cast<uint64_t>(size()) * 300);
+    } catch (const HandshakeError& e) {
+      throw Error(0, prefix() + who +
+                         (*pending.timed_out ? " did not start the job in time"
+                                             : " ended the rendezvous: " + std::string(e.what())));
+    }
+    pending.timer->cancel();
+    Reader r{bytes};
+    if (r.u32() != 0) {
+      throw Error(0, prefix() + "the coordinator reports: " + r.text(size_t{64} * 1024));
+    }
+    for (auto& [host, port] : table) {
+      host = r.text(255);
+      port = static_cast<uint16_t>(r.u32());
+    }
+    if (!r.ok || r.at != bytes.size()) throw Error(0, prefix() + "malformed address table");
+    control_[0] = std::make_shared<TcpPair>(std::move(*socket), rank(), 0, true, options_);
+  }
+
+  // Data channels: every rank connects to the ranks above it and accepts from those below.
+  const auto data_deadline = Clock::now() + options_.start_timeout;
+  for (int peer = rank() + 1; peer < size(); ++peer) {
+    asio::co_spawn(io_, connect_data(peer, table[static_cast<size_t>(peer)], data_deadline),
+                   [this](const std::exception_ptr& error) {
+                     if (!error) return;
+                     try {
+                       std::rethrow_exception(error);
+                     } catch (const std::exception& e) {
+                       if (data_error_.empty()) data_error_ = e.what();
+                     }
+                     wake_->cancel();
+                   });
+  }
+  const bool all = co_await wait_until(
+      data_deadline, [this] { return connected_ == size() - 1 || !data_error_.empty(); });
+  error_code ignored;
+  data_acceptor_.close(ignored);
+  if (!data_error_.empty()) throw Error(-1, data_error_);
+  if (!all) {
+    std::string missing;
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank() && !pairs_[static_cast<size_t>(r)]) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+    throw Error(-1, prefix() + "no data channel to rank(s) " + missing + " within " +
+                        seconds_text(options_.start_timeout));
+  }
+  for (auto& pair : control_) {
+    if (pair) pair->start();
+  }
+}
+
+asio::awaitable<void> TcpContext::connect_data(int peer, std::pair<std::string, uint16_t> address,
+                                               Clock::time_point deadline) {
+  const std::string who = "rank " + std::to_string(peer) + " (data listener " + address.first +
+                          ":" + std::to_string(address.second) + ")";
+  auto socket = co_await connect_with_retry(address.first, address.second, deadline, peer, who);
+  auto pending = watch(socket);
+  try {
+    co_await client_handshake(*socket, handshake_self(), kKindData, data_host_, data_port_, peer,
+                              who);
+  } catch (const HandshakeError& e) {
+    throw Error(peer, prefix() + "handshake with " + who +
+                          " failed: " + (*pending.timed_out ? "timed out" : e.what()));
+  }
+  pending.timer->cancel();
+  if (closing_) co_return;
+  add_pair(peer, std::move(*socket));
+}
+
+}  // namespace threelc::transport::detail
