@@ -1,35 +1,39 @@
-""
-    "Fixtures for the threelcrun tests: the launcher, a rank environment, a throwaway sshd."
-    ""
+"""Fixtures for the threelcrun tests: the launcher, a rank environment, a throwaway sshd."""
 
-    import os import shutil import socket import subprocess import sys import tempfile import time
-        from pathlib import Path
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 
-            import pytest
+import pytest
 
-                REPO = Path(__file__).resolve().parents[2] LAUNCHER =
-                    REPO / "tools" / "threelcrun" HELPER =
-                        Path(__file__).resolve().parent / "rank_helper.py" PYTHON =
-                            "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys
-                                .executable SSHD = "/usr/sbin/sshd"
+REPO = Path(__file__).resolve().parents[2]
+LAUNCHER = REPO / "tools" / "threelcrun"
+HELPER = Path(__file__).resolve().parent / "rank_helper.py"
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+SSHD = "/usr/sbin/sshd"
 
-                                                   def
-                                                   library_available()
-    : if os.environ.get("THREELC_LIBRARY")
-    : return os.path
-          .isfile(os.environ["THREELC_LIBRARY"]) return (REPO / "build" / "lib" / "libthreelc.so")
-          .is_file()
 
-              def
-              free_port()
-    : with socket.socket() as s : s.bind(("127.0.0.1", 0)) return s.getsockname()[1]
+def library_available():
+    if os.environ.get("THREELC_LIBRARY"):
+        return os.path.isfile(os.environ["THREELC_LIBRARY"])
+    return (REPO / "build" / "lib" / "libthreelc.so").is_file()
 
-                                  def
-                                  pid_gone(pid)
-    : ""
-      "True when pid no longer runs (absent, or a zombie waiting for a parent to reap it)."
-      "" try : with
-      open(f "/proc/{pid}/stat") as f:
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pid_gone(pid):
+    """True when pid no longer runs (absent, or a zombie waiting for a parent to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
             state = f.read().rsplit(")", 1)[1].split()[0]
     except (FileNotFoundError, ProcessLookupError):
         return True

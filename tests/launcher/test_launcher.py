@@ -35,8 +35,8 @@ tr = load_launcher_module()
 def read_envs(directory, n):
     return [json.loads((Path(directory) / f"env.{r}.json").read_text()) for r in range(n)]
 
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- - \
-    env vars
+
+# ------------------------------------------------------------------------------- env vars
 
 @needs_library
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
@@ -100,7 +100,7 @@ def test_flags_set_env(tmp_path, run_env):
 
 @needs_library
 def test_local_names_are_one_host(tmp_path, run_env):
-#"localhost" and this machine's hostname name the same machine: one host, 4 slots.
+    # "localhost" and this machine's hostname name the same machine: one host, 4 slots.
     hostname = socket.gethostname()
     r = launch(["-np", 4, "-H", f"localhost:2,{hostname}:2", PYTHON, HELPER, "env", tmp_path],
                run_env)
@@ -110,8 +110,8 @@ def test_local_names_are_one_host(tmp_path, run_env):
         assert (e["THREELC_CROSS_RANK"], e["THREELC_CROSS_SIZE"]) == ("0", "1")
         assert e["THREELC_COORDINATOR"].startswith("127.0.0.1:")
 
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- - \
-    host specs(in - process)
+
+# ------------------------------------------------------------------- host specs (in-process)
 
 def test_host_parsing(tmp_path):
     assert tr.parse_host_list("a:2,b,c:3") == [("a", 2), ("b", 1), ("c", 3)]
@@ -162,7 +162,7 @@ def test_remote_command_quoting():
 
 
 def test_remote_command_runs_under_sh(tmp_path):
-#The remote command line, run by a local sh as sshd would : secret from stdin, env, quoting.
+    # The remote command line, run by a local sh as sshd would: secret from stdin, env, quoting.
     d = tmp_path / "d ir"
     d.mkdir()
     cmd = tr.remote_command({"A": "x y", "B": "it's"},
@@ -180,7 +180,7 @@ def test_remote_command_runs_under_sh(tmp_path):
 
 
 def test_remote_command_stops_rank_on_stdin_eof(tmp_path):
-#EOF on stdin(ssh gone)->SIGTERM to the rank's process group, SIGKILL after the grace.
+    # EOF on stdin (ssh gone) -> SIGTERM to the rank's process group, SIGKILL after the grace.
     cmd = tr.remote_command({}, ["sh", "-c", 'trap "" TERM; echo $$; sleep 60 & echo $!; wait'],
                             str(tmp_path), 1, "/repo/fw")
     p = subprocess.Popen(["sh", "-c", cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -194,8 +194,8 @@ def test_remote_command_stops_rank_on_stdin_eof(tmp_path):
     assert 0.9 < time.monotonic() - start < 5  # the shell ignores TERM: killed after 1 s
     assert wait_for(lambda: all(pid_gone(x) for x in pids), 5)
 
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- - \
-    output
+
+# ------------------------------------------------------------------------------- output
 
 def test_output_prefixed_per_line(run_env):
     n, lines = 4, 300
@@ -216,7 +216,8 @@ def test_all_ranks_succeed(run_env):
     r = launch(["-np", 3, "sh", "-c", "exit 0"], run_env)
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
 
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- failures
+
+# ---------------------------------------------------------------------------- failures
 
 RANK_SCRIPT = ('echo $$ > "$D/rank$THREELC_RANK.pid"; sleep 60 & echo $! > "$D/child$THREELC_RANK.pid"; '
                '{action} wait')
@@ -234,7 +235,7 @@ def test_rank_killed_by_signal(tmp_path, run_env):
                      r"\(SIGKILL\); stopping the other ranks", r.stderr), r.stderr
     pids = read_pids(tmp_path)
     assert len(pids) == 8
-#every rank and child, rank 1's orphaned child too(its group ends with the rank)
+    # every rank and child, rank 1's orphaned child too (its group ends with the rank)
     assert wait_for(lambda: all(pid_gone(p) for p in pids.values()), 5), pids
 
 
@@ -278,7 +279,7 @@ def test_signal_stops_every_rank(sig, code, tmp_path, run_env):
 
 
 def test_sigkill_after_grace(tmp_path, run_env):
-#Ranks that ignore SIGTERM are killed after-- grace.
+    # Ranks that ignore SIGTERM are killed after --grace.
     script = 'trap "" TERM; ' + RANK_SCRIPT.format(action="")
     proc, pids = start_job(tmp_path, run_env, 2, script, ["--grace", "1"])
     start = time.monotonic()
@@ -291,7 +292,7 @@ def test_sigkill_after_grace(tmp_path, run_env):
 
 
 def test_launcher_killed_ranks_stop(tmp_path, run_env):
-#threelcrun dies without stopping anything : its watchdog stops the ranks' process groups.
+    # threelcrun dies without stopping anything: its watchdog stops the ranks' process groups.
     script = RANK_SCRIPT.format(action="")
     run_env["D"] = str(tmp_path)
     proc = subprocess.Popen([PYTHON, str(LAUNCHER), "-np", "2", "sh", "-c", script], env=run_env,
@@ -302,7 +303,8 @@ def test_launcher_killed_ranks_stop(tmp_path, run_env):
     proc.wait()
     assert wait_for(lambda: all(pid_gone(p) for p in pids.values()), 5)
 
-#-- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- arguments
+
+# ---------------------------------------------------------------------------- arguments
 
 @pytest.mark.parametrize("args,message", [
     (["-np", "0", "true"], "-np 0: need at least 1 rank"),

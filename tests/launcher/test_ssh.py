@@ -42,8 +42,8 @@ def test_ssh_env_output_and_secret(sshd, tmp_path, run_env):
             proc.stderr.read() if proc.poll() is not None else "ranks did not start"
         envs = [json.loads((tmp_path / f"env.{r}.json").read_text()) for r in range(4)]
         secret = envs[0]["THREELC_SECRET"].encode()
-#While every rank runs : the secret is on no process's command line (ssh clients,
-#sshd sessions, remote shells, ranks).
+        # While every rank runs: the secret is on no process's command line (ssh clients,
+        # sshd sessions, remote shells, ranks).
         leaks = [pid for pid, cmd in all_cmdlines().items() if secret in cmd]
         assert leaks == []
         ssh_clients = [cmd for cmd in all_cmdlines().values() if cmd.startswith(b"ssh\0")]
@@ -66,7 +66,7 @@ def test_ssh_env_output_and_secret(sshd, tmp_path, run_env):
         assert e["PYTHONPATH"].split(":")[0] == str(REPO / "frameworks" / "python")
         assert Path(e["threelc_file"]).resolve().is_relative_to(REPO / "frameworks" / "python")
         assert e["cwd"] == str(tmp_path)
-#ranks 2 and 3 ran under sshd, not as children of threelcrun
+    # ranks 2 and 3 ran under sshd, not as children of threelcrun
     assert envs[2]["pid"] != envs[0]["pid"]
     assert sorted(out.splitlines()) == [f"[{r}] env written by rank {r}" for r in range(4)]
     assert sorted(err.splitlines()) == [f"[{r}] stderr of rank {r}" for r in range(4)]
@@ -138,12 +138,11 @@ def test_ssh_teardown(how, sshd, tmp_path, run_env):
         assert proc.returncode == 137, err
         assert f"ssh pid {ssh_pids[0]} to 127.0.0.1) was killed by signal 9" in err
     assert wait_for(lambda: all(pid_gone(p) for p in pids.values()), 10), \
-        {
-n: p for n, p in pids.items() if not pid_gone(p)}
+        {n: p for n, p in pids.items() if not pid_gone(p)}
 
 
 def test_ssh_unreachable_host_fails(sshd, tmp_path, run_env):
-#A port nobody listens on : ssh exits 255 and the job fails with a hint.
+    # A port nobody listens on: ssh exits 255 and the job fails with a hint.
     r = launch(["-np", 2, "-H", "localhost:1,127.0.0.1:1", "--ssh-port", "1",
                 "--ssh-option", "ConnectTimeout=5", "sleep", "30"], run_env, timeout=30)
     assert r.returncode == 255
