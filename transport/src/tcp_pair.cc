@@ -2,6 +2,7 @@
 // receive is posted (see tcp_pair.h).
 #include "tcp_pair.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -119,7 +120,10 @@ void TcpPair::post_recv(uint32_t tag, RecvOp op) {
   if (staged_it != staged_.end() && !staged_it->second.empty()) {
     auto staged = staged_it->second.front();
     staged_it->second.pop_front();
-    if (staged->complete) return deliver(*staged, op);
+    if (staged->complete) {
+      deliver(*staged, op);
+      return release_staging(*staged);
+    }
     if (!failed_.empty()) return op.state->fail(failed_);
     staged->waiter = std::move(op);
     return;
@@ -129,9 +133,9 @@ void TcpPair::post_recv(uint32_t tag, RecvOp op) {
 }
 
 void TcpPair::deliver(const Staged& staged, RecvOp& op) {
-  if (staged.data.size() > op.into.size()) return too_long(op, staged.data.size());
-  if (!staged.data.empty()) std::memcpy(op.into.data(), staged.data.data(), staged.data.size());
-  op.state->complete(staged.data.size());
+  if (staged.length > op.into.size()) return too_long(op, staged.length);
+  if (staged.length != 0) std::memcpy(op.into.data(), staged.data.get(), staged.length);
+  op.state->complete(staged.length);
 }
 
 void TcpPair::too_long(RecvOp& op, uint64_t length) {
@@ -185,28 +189,80 @@ void TcpPair::on_header() {
   stage(header, /*keep=*/true);
 }
 
+// Payload bytes read per system call, and the staging buffer of a dropped message.
+constexpr size_t kStagingChunk = size_t{1} << 20;
+
 void TcpPair::stage(const FrameHeader& header, bool keep) {
   auto staged = std::make_shared<Staged>();
-  staged->data.resize(header.length);
+  staged->length = header.length;
+  staged->keep = keep;
+  take_staging(*staged, keep ? header.length : std::min<uint64_t>(header.length, kStagingChunk));
   if (keep) staged_[header.tag].push_back(staged);
   reading_ = staged;
-  if (header.length == 0) return staged_done(staged);
-  asio::async_read(socket_, asio::buffer(staged->data), large_transfers,
-                   [self = shared_from_this(), staged](const error_code& ec, size_t) {
-                     if (!self->failed_.empty()) return;
-                     if (ec) return self->on_error(ec, "receiving");
-                     self->staged_done(staged);
-                   });
+  read_staged(staged);
+}
+
+void TcpPair::read_staged(const std::shared_ptr<Staged>& staged) {
+  if (staged->waiter && !staged->direct) {
+    RecvOp& op = *staged->waiter;
+    if (staged->length > op.into.size()) {
+      too_long(op, staged->length);
+      staged->waiter.reset();
+    } else {
+      // Hand over: copy what has arrived, read the rest straight into the receive's buffer.
+      if (staged->received != 0) std::memcpy(op.into.data(), staged->data.get(), staged->received);
+      release_staging(*staged);
+      staged->direct = true;
+    }
+  }
+  if (staged->received == staged->length) return staged_done(staged);
+  const size_t chunk = std::min<uint64_t>(staged->length - staged->received, kStagingChunk);
+  std::byte* target = staged->direct ? staged->waiter->into.data() + staged->received
+                      : staged->keep ? staged->data.get() + staged->received
+                                     : staged->data.get();  // dropped: overwrite one chunk
+  socket_.async_read_some(asio::buffer(target, chunk),
+                          [self = shared_from_this(), staged](const error_code& ec, size_t n) {
+                            if (!self->failed_.empty()) return;
+                            if (ec) return self->on_error(ec, "receiving");
+                            staged->received += n;
+                            self->read_staged(staged);
+                          });
 }
 
 void TcpPair::staged_done(const std::shared_ptr<Staged>& staged) {
   staged->complete = true;
   reading_.reset();
+  if (!staged->keep) release_staging(*staged);
   if (staged->waiter) {
-    deliver(*staged, *staged->waiter);
+    if (staged->direct) {
+      staged->waiter->state->complete(staged->length);
+    } else {
+      deliver(*staged, *staged->waiter);
+      release_staging(*staged);
+    }
     staged->waiter.reset();
   }
   read_header();
+}
+
+void TcpPair::take_staging(Staged& staged, size_t bytes) {
+  if (spare_ && spare_capacity_ >= bytes) {
+    staged.data = std::move(spare_);
+    staged.capacity = spare_capacity_;
+    spare_capacity_ = 0;
+  } else if (bytes != 0) {
+    staged.data.reset(new std::byte[bytes]);  // uninitialized: every byte is read into first
+    staged.capacity = bytes;
+  }
+}
+
+void TcpPair::release_staging(Staged& staged) {
+  if (staged.data && staged.capacity > spare_capacity_) {
+    spare_ = std::move(staged.data);
+    spare_capacity_ = staged.capacity;
+  }
+  staged.data.reset();
+  staged.capacity = 0;
 }
 
 }  // namespace threelc::transport::detail

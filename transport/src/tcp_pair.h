@@ -45,8 +45,16 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
     std::span<std::byte> into;
     std::shared_ptr<RequestState> state;
   };
+  // A message whose payload arrived before its receive was posted. Its payload is read in
+  // chunks; once a receive is matched to it (`waiter`), the bytes staged so far are copied to
+  // the receive's buffer once and the rest is read straight into that buffer (`direct`).
   struct Staged {
-    std::vector<std::byte> data;
+    uint64_t length = 0;
+    uint64_t received = 0;
+    std::unique_ptr<std::byte[]> data;  // uninitialized staging memory (null once direct)
+    size_t capacity = 0;
+    bool keep = true;     // false: a too-long message whose bytes are read and dropped
+    bool direct = false;  // the rest goes straight to waiter->into
     bool complete = false;
     std::optional<RecvOp> waiter;  // a receive matched while the payload was still arriving
   };
@@ -63,7 +71,13 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
   void on_header();
   // Reads the payload into a staging buffer (`keep`: queue it for a later receive).
   void stage(const FrameHeader& header, bool keep);
+  // Reads the next chunk of a staged payload (or completes it).
+  void read_staged(const std::shared_ptr<Staged>& staged);
   void staged_done(const std::shared_ptr<Staged>& staged);
+  // Staging memory of at least `bytes`, reusing the last released buffer (no page faults for a
+  // steady stream of early messages); release_staging() returns a buffer for reuse.
+  void take_staging(Staged& staged, size_t bytes);
+  void release_staging(Staged& staged);
 
   tcp::socket socket_;
   const int self_;
@@ -79,7 +93,9 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
   FrameHeaderBytes header_{};
   std::unordered_map<uint32_t, std::deque<RecvOp>> posted_;
   std::unordered_map<uint32_t, std::deque<std::shared_ptr<Staged>>> staged_;
-  std::shared_ptr<Staged> reading_;  // the staged message whose payload is arriving
+  std::shared_ptr<Staged> reading_;     // the staged message whose payload is arriving
+  std::unique_ptr<std::byte[]> spare_;  // a released staging buffer kept for reuse
+  size_t spare_capacity_ = 0;
 };
 
 }  // namespace threelc::transport::detail
