@@ -57,3 +57,15 @@ def test_wrong_secret_on_one_rank_is_refused():
     assert "rank 1" in result.stderr, result.stderr
     assert "THREELC_SECRET" in result.stderr or "authentication" in result.stderr, result.stderr
     assert seconds < 20, seconds
+
+
+def test_data_listener_on_a_named_interface():
+    # THREELC_IFACE names an interface (resolved with getifaddrs): "lo" is 127.0.0.1.
+    result, _ = launch(3, [PROBE], "-x", "THREELC_IFACE=lo")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_unknown_interface_is_named():
+    result, _ = launch(2, [PROBE], "-x", "THREELC_IFACE=nosuchif0", "--grace", "1")
+    assert result.returncode != 0
+    assert "nosuchif0" in result.stderr, result.stderr

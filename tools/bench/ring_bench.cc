@@ -2,6 +2,7 @@
 // rank with the THREELC_* environment (threelcrun, or by hand). Every rank sends a message to
 // rank + 1 and receives one from rank - 1 at the same time; a hop's time is the time of one
 // such iteration (all links busy at once), measured on rank 0 between control-channel barriers.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,7 +27,8 @@ the iterations (ranks synchronised by a barrier over the control channel before 
 
 Options:
   --sizes LIST   message sizes in MiB, comma-separated (default 1,4,16,64,256)
-  --iters N      timed iterations per size (default 10)
+  --iters N      timed iterations per size (default: enough to move 1 GiB, at least 5, so
+                 that start-up and wake-up noise do not dominate small sizes)
   --one-way      only rank 0 sends (to rank 1) and only rank 1 receives: the pattern of an
                  iperf3 single stream, for comparing the transport itself with iperf3
   --json         rank 0 prints {"op":"ring","bytes":...,"gbps":...,"ranks":N,...} per line
@@ -49,7 +51,7 @@ void barrier(tt::Context& ctx) {
 
 int run_ring_bench(int argc, char** argv) {
   std::vector<double> sizes_mib{1, 4, 16, 64, 256};
-  int iters = 10;
+  int iters = 0;  // 0: per size, enough hops to move 1 GiB
   bool json = false;
   bool one_way = false;
   for (int i = 0; i < argc; ++i) {
@@ -76,7 +78,6 @@ int run_ring_bench(int argc, char** argv) {
       return 2;
     }
   }
-  if (iters < 1) iters = 1;
   try {
     auto ctx = tt::connect(tt::options_from_environment());
     const int rank = ctx->rank(), size = ctx->size();
@@ -104,19 +105,22 @@ int run_ring_bench(int argc, char** argv) {
       hop();  // warm-up
       barrier(*ctx);
       const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) hop();
+      const int hops =
+          iters > 0 ? iters
+                    : std::max(5, static_cast<int>((size_t{1} << 30) / std::max<size_t>(bytes, 1)));
+      for (int i = 0; i < hops; ++i) hop();
       barrier(*ctx);
       const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / hops;
       const double gbps = static_cast<double>(bytes) / seconds / 1e9;
       if (rank != 0) continue;
       if (json) {
         std::printf(
             "{\"op\":\"%s\",\"bytes\":%zu,\"gbps\":%.3f,\"ranks\":%d,\"iters\":%d,"
             "\"seconds_per_hop\":%.6f}\n",
-            one_way ? "one_way" : "ring", bytes, gbps, size, iters, seconds);
+            one_way ? "one_way" : "ring", bytes, gbps, size, hops, seconds);
       } else {
-        std::printf("%12zu %8d %10.3f %8d\n", bytes, iters, gbps, size);
+        std::printf("%12zu %8d %10.3f %8d\n", bytes, hops, gbps, size);
       }
       std::fflush(stdout);
     }
