@@ -54,22 +54,4 @@ done
 for pid in "${pids[@]}"; do wait "$pid" || { echo "fuzz: compiling failed" >&2; exit 1; }; done
 "$cxx" "${flags[@]}" "${objects[@]}" -o "$out/decode_fuzzer"
 
-# Fuzz a scratch copy so that the committed seeds never change.
-rm -rf "$out/corpus" && mkdir -p "$out/corpus" "$out/artifacts"
-cp "$root"/tests/fuzz/corpus/decode/* "$out/corpus/"
-echo "fuzz: running $out/decode_fuzzer for ${seconds}s on $(ls "$out/corpus" | wc -l) seeds"
-export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-set +e
-# shellcheck disable=SC2086  # FUZZ_ARGS is a list of flags
-"$out/decode_fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -max_len=65536 \
-  -print_final_stats=1 -artifact_prefix="$out/artifacts/" ${FUZZ_ARGS:-} "$out/corpus" \
-  >"$out/fuzz.log" 2>&1
-status=$?
-set -e
-grep -vE '^#[0-9]+\s+(NEW|REDUCE|pulse)' "$out/fuzz.log" | tail -n 80
-if ((status != 0)); then
-  echo "fuzz: decode_fuzzer failed (exit $status); reproducer in $out/artifacts/" >&2
-  exit 1
-fi
-echo "fuzz: no crash in ${seconds}s"
+exec "$root/tests/fuzz/run_built_fuzzer.sh" decode_fuzzer decode "$out" "$seconds" 65536 4096

@@ -26,7 +26,7 @@ namespace {
 
 std::byte pattern(int from, int to, uint32_t tag, size_t i) {
   return static_cast<std::byte>((static_cast<size_t>(from) * 131 + static_cast<size_t>(to) * 31 +
-                                 tag * 7 + i * 13 + (i >> 11)) &
+                                 size_t{tag} * 7 + i * 13 + (i >> 11)) &
                                 0xFF);
 }
 

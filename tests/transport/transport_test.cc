@@ -83,8 +83,14 @@ class Job {
       }
       strings.push_back(entry);
     }
-    for (const auto& [k, v] : vars) strings.push_back(k + "=" + v);
+    for (const auto& [k, v] : vars) {
+      std::string entry = k;
+      entry += '=';
+      entry += v;
+      strings.push_back(std::move(entry));
+    }
     std::vector<char*> envp;
+    envp.reserve(strings.size() + 1);
     for (auto& s : strings) envp.push_back(s.data());
     envp.push_back(nullptr);
     auto& process = processes_[rank];
@@ -309,7 +315,10 @@ TEST(TransportTest, HostileClientsAreDroppedWithoutDisturbingTheJob) {
         const bool result = attack(target == "coordinator" ? job.port() : data_port, kind,
                                    std::chrono::milliseconds(3500));
         std::lock_guard lock(mutex);
-        dropped[target + "/" + kind] = result;
+        std::string key = target;
+        key += '/';
+        key += kind;
+        dropped[key] = result;
       });
     }
   }
