@@ -1,0 +1,225 @@
+#include "collectives/push_pull.h"
+
+#include <deque>
+#include <utility>
+#include <vector>
+
+#include "threelc/compression/codec.h"
+
+namespace threelc::engine {
+
+namespace {
+
+namespace cc = threelc::compression;
+
+struct Message {
+  std::vector<uint8_t> bytes;
+  size_t size = 0;
+  transport::Request request;
+};
+
+std::span<const std::byte> payload(const Message& m) {
+  return std::as_bytes(std::span<const uint8_t>(m.bytes.data(), m.size));
+}
+
+// One call's state: the plan, every posted request and the buffers they point into.
+class PushPull {
+ public:
+  PushPull(transport::Context& context, std::span<float> fused,
+           std::span<const TensorSlice> tensors, BlockPlan plan, std::vector<float*> errors,
+           const PushPullOptions& options)
+      : ctx_(context),
+        fused_(fused),
+        tensors_(tensors),
+        errors_(std::move(errors)),
+        options_(options),
+        rank_(context.rank()),
+        size_(context.size()),
+        next_((rank_ + 1) % size_),
+        prev_((rank_ + size_ - 1) % size_),
+        plan_(std::move(plan)),
+        pushed_in_(static_cast<size_t>(size_)),
+        pulled_in_(static_cast<size_t>(size_)) {}
+
+  void run() {
+    try {
+      post_receives();
+      push();
+      reduce_and_send();
+      receive_and_forward();
+      for (auto& r : sends_) r.wait();
+    } catch (...) {
+      drain();
+      throw;
+    }
+  }
+
+ private:
+  uint32_t push_tag() const { return options_.tag_base; }
+  uint32_t pull_tag(int segment) const {
+    return options_.tag_base + 1 + static_cast<uint32_t>(segment);
+  }
+  int ring_segment(int distance) const { return (rank_ + size_ - distance) % size_; }
+
+  float* error_at(const Block& b) const {
+    float* e = errors_[b.tensor];
+    return e == nullptr ? nullptr : e + (b.offset - tensors_[b.tensor].offset);
+  }
+
+  void post_receive(int peer, uint32_t tag, const Block& b, Message& m) {
+    m.bytes.resize(cc::max_block_bytes(b.count));
+    m.request = ctx_.pair(peer).recv(tag, std::as_writable_bytes(std::span<uint8_t>(m.bytes)));
+  }
+
+  // Push blocks of this rank's segment from every peer; pull blocks of every other segment
+  // from the previous rank on the ring. All before the first send.
+  void post_receives() {
+    const auto own = plan_.segment(rank_);
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      auto& in = pushed_in_[static_cast<size_t>(p)];
+      in.resize(own.size());
+      for (size_t k = 0; k < own.size(); ++k) post_receive(p, push_tag(), own[k], in[k]);
+    }
+    for (int d = 1; d < size_; ++d) {
+      const int j = ring_segment(d);
+      const auto blocks = plan_.segment(j);
+      auto& in = pulled_in_[static_cast<size_t>(j)];
+      in.resize(blocks.size());
+      for (size_t k = 0; k < blocks.size(); ++k) post_receive(prev_, pull_tag(j), blocks[k], in[k]);
+    }
+  }
+
+  // Encodes fused[b] (with error feedback at b when compressing) into a new message.
+  Message& encode(const Block& b, float* error) {
+    Message& m = outgoing_.emplace_back();
+    m.bytes.resize(cc::max_block_bytes(b.count));
+    const cc::Values values{fused_.data() + b.offset, cc::DType::kFloat32, b.count};
+    cc::EncodedBlock result;
+    const cc::Status status =
+        options_.compress
+            ? cc::encode(values, error, cc::EncodeOptions{options_.sparsity, cc::Isa::kAuto},
+                         m.bytes, &result)
+            : cc::encode_raw(values, m.bytes, &result);
+    if (!status.ok()) {
+      throw CollectiveError(-1, "push_pull rank " + std::to_string(rank_) + ": encoding tensor '" +
+                                    tensors_[b.tensor].name + "' failed: " + status.message());
+    }
+    m.size = result.bytes;
+    return m;
+  }
+
+  void send(int peer, uint32_t tag, const Message& m) {
+    sends_.push_back(ctx_.pair(peer).send(tag, payload(m)));
+  }
+
+  // Step 1: every other segment's blocks go to their owner, nearest successor first.
+  void push() {
+    for (int d = 1; d < size_; ++d) {
+      const int j = (rank_ + d) % size_;
+      for (const Block& b : plan_.segment(j)) send(j, push_tag(), encode(b, error_at(b)));
+    }
+  }
+
+  void check(const cc::Status& status, int peer, const Block& b, const char* phase) const {
+    if (status.ok()) return;
+    throw CollectiveError(peer, "push_pull rank " + std::to_string(rank_) + ": malformed " + phase +
+                                    " block from rank " + std::to_string(peer) + " (tensor '" +
+                                    tensors_[b.tensor].name + "', " + std::to_string(b.count) +
+                                    " values at offset " + std::to_string(b.offset) +
+                                    "): " + status.message());
+  }
+
+  // Steps 2 and 3 at the owner: own exact values plus the peers' decoded blocks in rank order,
+  // then one quantization of the sum, which replaces the own copy and starts round the ring.
+  void reduce_and_send() {
+    const auto own = plan_.segment(rank_);
+    for (size_t k = 0; k < own.size(); ++k) {
+      const Block& b = own[k];
+      float* dst = fused_.data() + b.offset;
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        Message& m = pushed_in_[static_cast<size_t>(p)][k];
+        m.size = m.request.wait();
+        check(cc::decode_add(bytes_of(m), b.count, 1.0f, dst), p, b, "push");
+        std::vector<uint8_t>().swap(m.bytes);
+      }
+      const Message& out = encode(b, error_at(b));
+      if (options_.compress) check(cc::decode(bytes_of(out), b.count, dst), rank_, b, "own pull");
+      send(next_, pull_tag(rank_), out);
+    }
+  }
+
+  static std::span<const uint8_t> bytes_of(const Message& m) {
+    return std::span<const uint8_t>(m.bytes.data(), m.size);
+  }
+
+  // Step 3 elsewhere: decode each segment's blocks in ring order and forward the same bytes.
+  void receive_and_forward() {
+    for (int d = 1; d < size_; ++d) {
+      const int j = ring_segment(d);
+      const auto blocks = plan_.segment(j);
+      auto& in = pulled_in_[static_cast<size_t>(j)];
+      for (size_t k = 0; k < blocks.size(); ++k) {
+        Message& m = in[k];
+        m.size = m.request.wait();
+        check(cc::decode(bytes_of(m), blocks[k].count, fused_.data() + blocks[k].offset), prev_,
+              blocks[k], "pull");
+        if (next_ != j) send(next_, pull_tag(j), m);
+      }
+    }
+  }
+
+  // After a failure: let every posted request finish or fail before its buffer goes away.
+  void drain() noexcept {
+    auto settle = [](transport::Request& r) {
+      try {
+        r.wait();
+      } catch (...) {
+      }
+    };
+    for (auto& in : pushed_in_)
+      for (auto& m : in) settle(m.request);
+    for (auto& in : pulled_in_)
+      for (auto& m : in) settle(m.request);
+    for (auto& r : sends_) settle(r);
+  }
+
+  transport::Context& ctx_;
+  std::span<float> fused_;
+  std::span<const TensorSlice> tensors_;
+  std::vector<float*> errors_;
+  const PushPullOptions& options_;
+  int rank_;
+  int size_;
+  int next_;
+  int prev_;
+  BlockPlan plan_;
+  std::vector<std::vector<Message>> pushed_in_;  // [peer][block of own segment]
+  std::vector<std::vector<Message>> pulled_in_;  // [segment][block]
+  std::deque<Message> outgoing_;                 // stable addresses while sends are in flight
+  std::vector<transport::Request> sends_;
+};
+
+}  // namespace
+
+void push_pull_sum(transport::Context& context, std::span<float> fused,
+                   std::span<const TensorSlice> tensors, ErrorFeedbackStore& errors,
+                   const PushPullOptions& options) {
+  if (!(options.sparsity >= 1.0f && options.sparsity < 2.0f)) {
+    throw std::invalid_argument("push_pull: sparsity " + std::to_string(options.sparsity) +
+                                " is outside [1, 2)");
+  }
+  // Validates the layout (and sizes every error buffer) even where nothing is sent.
+  BlockPlan plan = plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);
+  std::vector<float*> buffers(tensors.size(), nullptr);
+  if (options.compress) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      buffers[i] = errors.get(tensors[i].name, tensors[i].count).data();
+    }
+  }
+  if (context.size() == 1) return;
+  PushPull(context, fused, tensors, std::move(plan), std::move(buffers), options).run();
+}
+
+}  // namespace threelc::engine

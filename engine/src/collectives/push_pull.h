@@ -1,0 +1,47 @@
+// The compressed allreduce (push_pull) of shared/DESIGN.md: every element is quantized twice,
+// once on its way to the rank that owns its segment (push) and once on the way back (pull).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "collectives/block_plan.h"
+#include "error_feedback.h"
+#include "threelc/transport/transport.h"
+
+namespace threelc::engine {
+
+struct PushPullOptions {
+  bool compress = true;                  // false: raw fp32 blocks, no error feedback
+  float sparsity = 1.0f;                 // the 3LC sparsity multiplier s, in [1, 2)
+  size_t chunk_bytes = size_t{1} << 20;  // chunk length in bytes of fp32 input
+  // Tags used on the data pairs: tag_base (push) and tag_base + 1 + j (pull of segment j), so
+  // tag_base .. tag_base + size are taken for the duration of the call.
+  uint32_t tag_base = 0x1000;
+};
+
+// A block that arrived malformed (or could not be encoded): names the peer (-1 for none).
+class CollectiveError : public std::runtime_error {
+ public:
+  CollectiveError(int peer, const std::string& message)
+      : std::runtime_error(message), peer_(peer) {}
+  int peer() const { return peer_; }
+
+ private:
+  int peer_;
+};
+
+// Sums `fused` in place across the ranks of `context`; every rank ends with bitwise-identical
+// values. `tensors` must tile `fused` in order; their error buffers come from `errors` (by
+// name). With one rank nothing is quantized: the values stay exact and no error buffer
+// changes. Throws transport::Error (transport failures), CollectiveError (malformed block,
+// naming the peer and the codec's message) or std::invalid_argument (bad layout or options).
+// When it throws, every request it posted has completed or failed before it returns.
+void push_pull_sum(transport::Context& context, std::span<float> fused,
+                   std::span<const TensorSlice> tensors, ErrorFeedbackStore& errors,
+                   const PushPullOptions& options = {});
+
+}  // namespace threelc::engine
