@@ -22,6 +22,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "test_processes.h"
 
 extern char** environ;
 
@@ -29,24 +30,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using threelc::test_support::free_port;
+using threelc::test_support::read_file;
 
 struct Rank {
   pid_t pid = -1;

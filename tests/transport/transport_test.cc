@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../../transport/src/frame.h"
+#include "test_processes.h"
 #include "threelc/transport/transport.h"
 
 extern char** environ;
@@ -30,24 +31,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Env = std::map<std::string, std::string>;
 
-uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using threelc::test_support::free_port;
+using threelc::test_support::read_file;
 
 struct Process {
   pid_t pid = -1;
