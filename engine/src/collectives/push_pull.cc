@@ -18,9 +18,8 @@ struct Message {
   transport::Request request;
 };
 
-std::span<const std::byte> payload(const Message& m) {
-  return std::as_bytes(std::span<const uint8_t>(m.bytes.data(), m.size));
-}
+// The encoded block a message holds (its buffer is sized for the worst case).
+std::span<const uint8_t> bytes_of(const Message& m) { return {m.bytes.data(), m.size}; }
 
 // One call's state: the plan, every posted request and the buffers they point into.
 class PushPull {
@@ -110,7 +109,7 @@ class PushPull {
   }
 
   void send(int peer, uint32_t tag, const Message& m) {
-    sends_.push_back(ctx_.pair(peer).send(tag, payload(m)));
+    sends_.push_back(ctx_.pair(peer).send(tag, std::as_bytes(bytes_of(m))));
   }
 
   // Step 1: every other segment's blocks go to their owner, nearest successor first.
@@ -148,10 +147,6 @@ class PushPull {
       if (options_.compress) check(cc::decode(bytes_of(out), b.count, dst), rank_, b, "own pull");
       send(next_, pull_tag(rank_), out);
     }
-  }
-
-  static std::span<const uint8_t> bytes_of(const Message& m) {
-    return std::span<const uint8_t>(m.bytes.data(), m.size);
   }
 
   // Step 3 elsewhere: decode each segment's blocks in ring order and forward the same bytes.
