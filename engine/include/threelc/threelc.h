@@ -1,13 +1,159 @@
-/* threelc public C ABI. The engine's operations arrive with the engine issue; today the
- * library exports its version and the codec (threelc/codec.h). */
+/* threelc public C ABI: the engine's operations. Stable: functions are only added, structs only
+ * grow at their end (callers fill them with the *_init functions first).
+ *
+ * Model (Horovod's): every rank calls threelc_init(); framework threads submit operations that
+ * return a handle at once; one background thread per process negotiates with the other ranks
+ * which operations every rank has submitted, fuses them and runs them in the same order
+ * everywhere; the caller polls or waits on the handle, then releases it.
+ *
+ * Errors: functions return THREELC_OK (0) or a negative THREELC_E* code (or, for submissions,
+ * a handle > 0 or a negative code); threelc_last_error() gives the calling thread's message for
+ * the last failing call, threelc_handle_error() the message of a failed operation. */
 #ifndef THREELC_THREELC_H_
 #define THREELC_THREELC_H_
 
-#include "threelc/codec.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "threelc/codec.h" /* threelc_dtype, THREELC_OK, THREELC_EINVAL, THREELC_EMALFORMED */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Codes beyond the codec's (THREELC_EINVAL = -1, THREELC_EMALFORMED = -2). */
+enum {
+  THREELC_ENOTINIT = -3,   /* threelc_init() has not been called (or shutdown was) */
+  THREELC_ESHUTDOWN = -4,  /* the engine was shut down while the operation was pending */
+  THREELC_EMISMATCH = -5,  /* ranks submitted the tensor differently (dtype, shape, op, ...) */
+  THREELC_EDUPLICATE = -6, /* a tensor of that name is already in flight on this rank */
+  THREELC_EPEER = -7,      /* a peer failed, closed or timed out; the engine has stopped */
+  THREELC_ETIMEOUT = -8,   /* threelc_wait gave up (the operation is still pending) */
+  THREELC_EJOINED = -9,    /* the operation cannot run while some rank has joined */
+  THREELC_EINTERNAL = -10  /* anything else; the message says what */
+};
+
+/* Reduction of allreduce / reducescatter. */
+typedef enum threelc_reduce_op {
+  THREELC_OP_SUM = 0,
+  THREELC_OP_AVERAGE = 1, /* the sum divided by the number of ranks after decoding */
+  THREELC_OP_MIN = 2,
+  THREELC_OP_MAX = 3,
+  THREELC_OP_PRODUCT = 4
+} threelc_reduce_op;
+
+/* Compression of one allreduce. DEFAULT follows THREELC_COMPRESSION. Only float tensors of at
+ * least THREELC_MIN_COMPRESS_BYTES with SUM or AVERAGE are ever compressed. */
+typedef enum threelc_compression {
+  THREELC_COMPRESSION_DEFAULT = 0,
+  THREELC_COMPRESSION_NONE = 1,
+  THREELC_COMPRESSION_3LC = 2
+} threelc_compression;
+
+#define THREELC_MAX_DIMS 8
+#define THREELC_DEVICE_CPU (-1)
+
+typedef int64_t threelc_handle; /* > 0 */
+
+/* A tensor: dense, row-major, `shape[0..ndim)` elements of `dtype`. */
+typedef struct threelc_tensor {
+  const char* name; /* identifies the tensor across ranks; NULL or "": the engine numbers the
+                       operation (the n-th unnamed call of its kind on every rank) */
+  int dtype;        /* threelc_dtype */
+  int ndim;         /* 0 .. THREELC_MAX_DIMS; 0 is a scalar */
+  const int64_t* shape;
+  const void* data; /* input */
+  void* output;     /* allreduce and broadcast: the result, same shape (may equal data);
+                       allgather, reducescatter and alltoall: unused (see threelc_result) */
+  int device;       /* THREELC_DEVICE_CPU; CUDA device ordinals arrive with GPU support */
+  void* stream;     /* cudaStream_t the data is ready on (GPU only), else NULL */
+} threelc_tensor;
+
+/* Per-call options; threelc_options_init() sets the defaults shown. */
+typedef struct threelc_options {
+  int op;                   /* threelc_reduce_op, THREELC_OP_SUM */
+  double prescale;          /* multiply the input before reducing, 1.0 */
+  double postscale;         /* multiply the result after reducing (and averaging), 1.0 */
+  int compression;          /* threelc_compression, THREELC_COMPRESSION_DEFAULT */
+  float sparsity;           /* 3LC sparsity multiplier s in [1, 2); 0 follows THREELC_SPARSITY */
+  int root_rank;            /* broadcast: the rank whose data everyone receives, 0 */
+  const int64_t* splits;    /* alltoall: rows sent to each rank (`nsplits` == size), or NULL
+                               for equal parts of the first dimension */
+  int nsplits;
+} threelc_options;
+
+void threelc_tensor_init(threelc_tensor* tensor);
+void threelc_options_init(threelc_options* options);
+
+/* Joins the job described by the environment (threelcrun, mpirun, srun or torchrun; see
+ * docs/CONFIGURATION.md). Every malformed THREELC_* variable is refused here, by name.
+ * Calling it again while initialized is a no-op; after threelc_shutdown() it joins anew. */
+int threelc_init(void);
+/* Stops the background thread: operations still pending fail with THREELC_ESHUTDOWN. With
+ * THREELC_STATS=1 prints this rank's statistics; closes the timeline. No-op when not
+ * initialized. */
+int threelc_shutdown(void);
+int threelc_is_initialized(void);
+
+/* Identity; -1 when not initialized. local_*: ranks on this host; cross_*: this host's index
+ * among the hosts and the number of hosts (ranks with the same local_rank form a cross group). */
+int threelc_rank(void);
+int threelc_size(void);
+int threelc_local_rank(void);
+int threelc_local_size(void);
+int threelc_cross_rank(void);
+int threelc_cross_size(void);
+
+/* Submissions. Each returns a handle > 0, or a negative code (nothing was submitted). Buffers
+ * must stay valid and unchanged until the handle is done. */
+threelc_handle threelc_allreduce(const threelc_tensor* tensor, const threelc_options* options);
+/* The same operation under the paper's name. */
+threelc_handle threelc_push_pull(const threelc_tensor* tensor, const threelc_options* options);
+threelc_handle threelc_broadcast(const threelc_tensor* tensor, const threelc_options* options);
+/* Concatenates every rank's tensor along the first dimension (its length may differ). */
+threelc_handle threelc_allgather(const threelc_tensor* tensor, const threelc_options* options);
+/* Reduces (options->op) and leaves rank r the r-th part of the first dimension; the first
+ * (dim0 % size) ranks get one row more. */
+threelc_handle threelc_reducescatter(const threelc_tensor* tensor,
+                                     const threelc_options* options);
+/* Sends rows splits[j] of the first dimension to rank j; the result is the rows received,
+ * in rank order, with the received splits. */
+threelc_handle threelc_alltoall(const threelc_tensor* tensor, const threelc_options* options);
+threelc_handle threelc_barrier(void);
+/* This rank has no more data: until every rank has joined it takes part in other ranks'
+ * allreduces with the op's identity (zeros for sum) and in allgathers with no rows. The
+ * result's value (threelc_result.last_joined_rank) is the rank that joined last. */
+threelc_handle threelc_join(void);
+
+/* 1 when the operation finished (successfully or not), 0 while pending; negative code for an
+ * unknown handle. */
+int threelc_poll(threelc_handle handle);
+/* Waits up to timeout_ms (< 0: without limit) and returns THREELC_OK, the operation's error
+ * code, or THREELC_ETIMEOUT when it is still pending. */
+int threelc_wait(threelc_handle handle, int64_t timeout_ms);
+/* The failed operation's message ("" while pending or after success); valid until release. */
+const char* threelc_handle_error(threelc_handle handle);
+
+/* What an operation produced, valid until its handle is released. */
+typedef struct threelc_result {
+  const void* data; /* allgather, reducescatter, alltoall: the result tensor (engine memory) */
+  size_t bytes;
+  int dtype;
+  int ndim;
+  int64_t shape[THREELC_MAX_DIMS];
+  const int64_t* received_splits; /* alltoall: rows received from each rank (size entries) */
+  int nsplits;
+  int last_joined_rank; /* join */
+} threelc_result;
+
+/* Fills *result for a successfully finished operation. */
+int threelc_handle_result(threelc_handle handle, threelc_result* result);
+/* Forgets the handle (waits for nothing: release only finished operations, or the buffers of a
+ * pending one must outlive it). */
+int threelc_release(threelc_handle handle);
+
+/* Message of the calling thread's last failing call ("" if none). */
+const char* threelc_last_error(void);
 
 /* "major.minor.patch" of this library. */
 const char* threelc_version(void);

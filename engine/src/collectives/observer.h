@@ -1,0 +1,45 @@
+// What a collective reports while it runs, for the timeline and the statistics: one event per
+// compression, decompression, send, receive or reduction of a block, attributed to the tensor
+// the block belongs to. Collectives take an optional observer (nullptr: nothing is recorded)
+// and call it from the thread that runs them.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace threelc::engine {
+
+enum class Phase : uint8_t {
+  kCompress,    // encoding a block (3LC or raw)
+  kDecompress,  // decoding (or decode-adding) a block
+  kSend,        // from posting a send to seeing it complete
+  kReceive,     // from starting to wait for a message to having it
+  kReduce,      // combining raw values (min, max, product, integer sums)
+  kCopy,        // copying into or out of a fusion buffer
+};
+
+const char* phase_name(Phase phase);  // "compress", "decompress", "send", "receive", ...
+
+struct PhaseEvent {
+  size_t tensor = 0;  // index into the collective's tensor list (0 when it has one tensor)
+  Phase phase = Phase::kCompress;
+  int64_t begin_ns = 0;  // steady_clock
+  int64_t end_ns = 0;
+  size_t bytes = 0;  // bytes sent or received (send/receive), encoded bytes (compress/decompress)
+  int peer = -1;     // send/receive: the other rank
+};
+
+class CollectiveObserver {
+ public:
+  virtual ~CollectiveObserver() = default;
+  virtual void record(const PhaseEvent& event) = 0;
+};
+
+inline int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace threelc::engine
