@@ -71,14 +71,14 @@ typedef struct threelc_tensor {
 
 /* Per-call options; threelc_options_init() sets the defaults shown. */
 typedef struct threelc_options {
-  int op;                   /* threelc_reduce_op, THREELC_OP_SUM */
-  double prescale;          /* multiply the input before reducing, 1.0 */
-  double postscale;         /* multiply the result after reducing (and averaging), 1.0 */
-  int compression;          /* threelc_compression, THREELC_COMPRESSION_DEFAULT */
-  float sparsity;           /* 3LC sparsity multiplier s in [1, 2); 0 follows THREELC_SPARSITY */
-  int root_rank;            /* broadcast: the rank whose data everyone receives, 0 */
-  const int64_t* splits;    /* alltoall: rows sent to each rank (`nsplits` == size), or NULL
-                               for equal parts of the first dimension */
+  int op;                /* threelc_reduce_op, THREELC_OP_SUM */
+  double prescale;       /* multiply the input before reducing, 1.0 */
+  double postscale;      /* multiply the result after reducing (and averaging), 1.0 */
+  int compression;       /* threelc_compression, THREELC_COMPRESSION_DEFAULT */
+  float sparsity;        /* 3LC sparsity multiplier s in [1, 2); 0 follows THREELC_SPARSITY */
+  int root_rank;         /* broadcast: the rank whose data everyone receives, 0 */
+  const int64_t* splits; /* alltoall: rows sent to each rank (`nsplits` == size), or NULL
+                            for equal parts of the first dimension */
   int nsplits;
 } threelc_options;
 
@@ -114,8 +114,7 @@ threelc_handle threelc_broadcast(const threelc_tensor* tensor, const threelc_opt
 threelc_handle threelc_allgather(const threelc_tensor* tensor, const threelc_options* options);
 /* Reduces (options->op) and leaves rank r the r-th part of the first dimension; the first
  * (dim0 % size) ranks get one row more. */
-threelc_handle threelc_reducescatter(const threelc_tensor* tensor,
-                                     const threelc_options* options);
+threelc_handle threelc_reducescatter(const threelc_tensor* tensor, const threelc_options* options);
 /* Sends rows splits[j] of the first dimension to rank j; the result is the rows received,
  * in rank order, with the received splits. */
 threelc_handle threelc_alltoall(const threelc_tensor* tensor, const threelc_options* options);
@@ -151,6 +150,16 @@ int threelc_handle_result(threelc_handle handle, threelc_result* result);
 /* Forgets the handle (waits for nothing: release only finished operations, or the buffers of a
  * pending one must outlive it). */
 int threelc_release(threelc_handle handle);
+
+/* This rank's traffic and work since threelc_init (THREELC_STATS=1 prints more at shutdown). */
+typedef struct threelc_statistics {
+  uint64_t wire_bytes_sent;     /* bytes of messages this rank sent to other ranks' data channels */
+  uint64_t wire_bytes_received; /* bytes of messages it received on them */
+  uint64_t operations;          /* operations completed (successfully or not) */
+  uint64_t allreduce_bytes;     /* input bytes of the allreduces it completed */
+} threelc_statistics;
+
+int threelc_get_statistics(threelc_statistics* statistics);
 
 /* Message of the calling thread's last failing call ("" if none). */
 const char* threelc_last_error(void);

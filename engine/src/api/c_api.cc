@@ -1,0 +1,208 @@
+// The C ABI (threelc/threelc.h) over one Engine. The engine lives here and nowhere else; the
+// handle table outlives engines so that handles can be waited on after shutdown.
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+
+#include "api/requests.h"
+#include "runtime/engine.h"
+#include "runtime/engine_error.h"
+#include "threelc/threelc.h"
+
+namespace te = threelc::engine;
+
+namespace {
+
+std::shared_mutex engine_mutex;  // shared: submissions and queries; unique: init and shutdown
+std::unique_ptr<te::Engine> engine;
+
+te::HandleTable& handles() {
+  static te::HandleTable table;
+  return table;
+}
+
+thread_local std::string last_error;
+
+int fail(int code, const std::string& message) {
+  last_error = message;
+  return code;
+}
+
+const char* not_initialized = "threelc is not initialized: call threelc_init() first";
+
+threelc_handle submit(te::OpKind kind, const threelc_tensor* tensor,
+                      const threelc_options* options) {
+  std::shared_lock lock(engine_mutex);
+  if (!engine) return fail(THREELC_ENOTINIT, not_initialized);
+  try {
+    return engine->submit(te::make_operation(*engine, kind, tensor, options));
+  } catch (const te::EngineError& e) {
+    return fail(e.code(), e.what());
+  } catch (const std::exception& e) {
+    return fail(THREELC_EINTERNAL, e.what());
+  }
+}
+
+template <typename F>
+int identity(F field) {
+  std::shared_lock lock(engine_mutex);
+  return engine ? field(engine->identity()) : -1;
+}
+
+}  // namespace
+
+extern "C" {
+
+void threelc_tensor_init(threelc_tensor* tensor) {
+  if (tensor == nullptr) return;
+  std::memset(tensor, 0, sizeof *tensor);
+  tensor->dtype = THREELC_FLOAT32;
+  tensor->device = THREELC_DEVICE_CPU;
+}
+
+void threelc_options_init(threelc_options* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof *options);
+  options->op = THREELC_OP_SUM;
+  options->prescale = 1.0;
+  options->postscale = 1.0;
+  options->compression = THREELC_COMPRESSION_DEFAULT;
+  options->sparsity = 0.0f;
+  options->root_rank = 0;
+}
+
+int threelc_init(void) {
+  std::unique_lock lock(engine_mutex);
+  if (engine) return THREELC_OK;
+  try {
+    engine = std::make_unique<te::Engine>(handles());
+    return THREELC_OK;
+  } catch (const te::EngineError& e) {
+    return fail(e.code(), e.what());
+  } catch (const std::exception& e) {
+    return fail(THREELC_EINTERNAL, e.what());
+  }
+}
+
+int threelc_shutdown(void) {
+  std::unique_lock lock(engine_mutex);
+  if (!engine) return THREELC_OK;
+  engine->shutdown();
+  engine.reset();
+  return THREELC_OK;
+}
+
+int threelc_is_initialized(void) {
+  std::shared_lock lock(engine_mutex);
+  return engine ? 1 : 0;
+}
+
+int threelc_rank(void) {
+  return identity([](const te::Identity& id) { return id.rank; });
+}
+int threelc_size(void) {
+  return identity([](const te::Identity& id) { return id.size; });
+}
+int threelc_local_rank(void) {
+  return identity([](const te::Identity& id) { return id.local_rank; });
+}
+int threelc_local_size(void) {
+  return identity([](const te::Identity& id) { return id.local_size; });
+}
+int threelc_cross_rank(void) {
+  return identity([](const te::Identity& id) { return id.cross_rank; });
+}
+int threelc_cross_size(void) {
+  return identity([](const te::Identity& id) { return id.cross_size; });
+}
+
+threelc_handle threelc_allreduce(const threelc_tensor* tensor, const threelc_options* options) {
+  return submit(te::OpKind::kAllreduce, tensor, options);
+}
+threelc_handle threelc_push_pull(const threelc_tensor* tensor, const threelc_options* options) {
+  return submit(te::OpKind::kAllreduce, tensor, options);
+}
+threelc_handle threelc_broadcast(const threelc_tensor* tensor, const threelc_options* options) {
+  return submit(te::OpKind::kBroadcast, tensor, options);
+}
+threelc_handle threelc_allgather(const threelc_tensor* tensor, const threelc_options* options) {
+  return submit(te::OpKind::kAllgather, tensor, options);
+}
+threelc_handle threelc_reducescatter(const threelc_tensor* tensor, const threelc_options* options) {
+  return submit(te::OpKind::kReducescatter, tensor, options);
+}
+threelc_handle threelc_alltoall(const threelc_tensor* tensor, const threelc_options* options) {
+  return submit(te::OpKind::kAlltoall, tensor, options);
+}
+threelc_handle threelc_barrier(void) { return submit(te::OpKind::kBarrier, nullptr, nullptr); }
+threelc_handle threelc_join(void) { return submit(te::OpKind::kJoin, nullptr, nullptr); }
+
+int threelc_poll(threelc_handle handle) {
+  const int r = handles().poll(handle);
+  return r < 0 ? fail(r, "unknown handle " + std::to_string(handle)) : r;
+}
+
+int threelc_wait(threelc_handle handle, int64_t timeout_ms) {
+  std::optional<std::chrono::milliseconds> timeout;
+  if (timeout_ms >= 0) timeout = std::chrono::milliseconds(timeout_ms);
+  const int r = handles().wait(handle, timeout);
+  if (r == THREELC_EINVAL) return fail(r, "unknown handle " + std::to_string(handle));
+  if (r == THREELC_ETIMEOUT) {
+    return fail(r, "operation " + std::to_string(handle) + " still pending after " +
+                       std::to_string(timeout_ms) + " ms");
+  }
+  if (r != THREELC_OK) {
+    const std::string* message = handles().error(handle);
+    last_error = message ? *message : "";
+  }
+  return r;
+}
+
+const char* threelc_handle_error(threelc_handle handle) {
+  const std::string* message = handles().error(handle);
+  return message ? message->c_str() : "";
+}
+
+int threelc_handle_result(threelc_handle handle, threelc_result* result) {
+  if (result == nullptr) return fail(THREELC_EINVAL, "result is NULL");
+  const te::OpResult* r = handles().result(handle);
+  if (r == nullptr) {
+    return fail(THREELC_EINVAL, "handle " + std::to_string(handle) + " is unknown or pending");
+  }
+  std::memset(result, 0, sizeof *result);
+  result->data = r->data.data();
+  result->bytes = r->data.size();
+  result->dtype = static_cast<int>(r->dtype);
+  result->ndim = static_cast<int>(r->shape.size());
+  for (size_t i = 0; i < r->shape.size() && i < THREELC_MAX_DIMS; ++i) {
+    result->shape[i] = r->shape[i];
+  }
+  result->received_splits = r->received_splits.data();
+  result->nsplits = static_cast<int>(r->received_splits.size());
+  result->last_joined_rank = r->last_joined_rank;
+  return THREELC_OK;
+}
+
+int threelc_release(threelc_handle handle) {
+  const int r = handles().release(handle);
+  return r < 0 ? fail(r, "unknown handle " + std::to_string(handle)) : r;
+}
+
+int threelc_get_statistics(threelc_statistics* statistics) {
+  if (statistics == nullptr) return fail(THREELC_EINVAL, "statistics is NULL");
+  std::shared_lock lock(engine_mutex);
+  if (!engine) return fail(THREELC_ENOTINIT, not_initialized);
+  const te::TrafficCounters& c = engine->counters();
+  statistics->wire_bytes_sent = c.wire_bytes_sent;
+  statistics->wire_bytes_received = c.wire_bytes_received;
+  statistics->operations = c.operations;
+  statistics->allreduce_bytes = c.allreduce_bytes;
+  return THREELC_OK;
+}
+
+const char* threelc_last_error(void) { return last_error.c_str(); }
+
+}  // extern "C"

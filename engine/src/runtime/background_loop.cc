@@ -1,0 +1,176 @@
+#include "runtime/background_loop.h"
+
+#include <deque>
+#include <memory>
+#include <thread>
+
+#include "collectives/push_pull.h"
+#include "negotiation/wire.h"
+#include "runtime/control_channel.h"
+#include "runtime/response_observer.h"
+#include "threelc/threelc.h"
+
+namespace threelc::engine {
+
+BackgroundLoop::BackgroundLoop(const LoopParts& parts)
+    : parts_(parts),
+      rank_(parts.context->rank()),
+      size_(parts.context->size()),
+      cache_(parts.settings->cache_capacity),
+      executor_(*parts.context,
+                ExecutorOptions{parts.settings->chunk_bytes,
+                                parts.settings->allreduce == AllreduceAlgorithm::kRing}) {
+  if (rank_ == 0) {
+    Coordinator::Options options;
+    options.size = size_;
+    options.fusion_threshold = parts.settings->fusion_threshold;
+    options.stall_warning = parts.settings->stall_check_time;
+    coordinator_.emplace(options);
+  }
+}
+
+std::vector<OpRequest> BackgroundLoop::resolve(const CycleRequest& request) const {
+  std::vector<OpRequest> out;
+  out.reserve(request.cache_hits.size() + request.requests.size());
+  for (uint32_t slot : request.cache_hits) out.push_back(cache_.at(slot));
+  for (const OpRequest& r : request.requests) out.push_back(r);
+  return out;
+}
+
+CycleResponse BackgroundLoop::coordinate(CycleRequest own) {
+  const auto now = Coordinator::Clock::now();
+  std::deque<ControlReceive> receives;
+  for (int peer = 1; peer < size_; ++peer) receives.emplace_back(parts_.context->control(peer));
+  coordinator_->add(0, resolve(own), own.shutdown, now);
+  for (int peer = 1; peer < size_; ++peer) {
+    CycleRequest theirs;
+    try {
+      theirs = parse_cycle_request(receives[static_cast<size_t>(peer - 1)].wait());
+    } catch (const NegotiationError& e) {
+      throw transport::Error(
+          peer, "negotiation message from rank " + std::to_string(peer) + ": " + e.what());
+    }
+    coordinator_->add(peer, resolve(theirs), theirs.shutdown, now);
+  }
+  CycleResponse response = coordinator_->respond();
+  for (const std::string& warning : coordinator_->stall_warnings(now)) {
+    parts_.log->log(LogLevel::kWarning, warning);
+  }
+  const std::vector<std::byte> bytes = serialize(response, cache_);
+  for (int peer = 1; peer < size_; ++peer) send_control(parts_.context->control(peer), bytes);
+  return response;
+}
+
+CycleResponse BackgroundLoop::negotiate(bool shutdown) {
+  CycleRequest own;
+  own.shutdown = shutdown;
+  for (OpRequest& r : parts_.queue->take_new()) {
+    if (auto slot = cache_.find(r)) {
+      own.cache_hits.push_back(*slot);
+    } else {
+      own.requests.push_back(std::move(r));
+    }
+  }
+  if (rank_ == 0) return coordinate(std::move(own));
+  ControlReceive receive(parts_.context->control(0));
+  send_control(parts_.context->control(0), serialize(own));
+  try {
+    return parse_cycle_response(receive.wait(), cache_);
+  } catch (const NegotiationError& e) {
+    throw transport::Error(0, std::string("negotiation message from rank 0: ") + e.what());
+  }
+}
+
+void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
+  std::vector<std::optional<Operation>> taken;
+  std::vector<const Operation*> local;
+  for (const OpRequest& t : response.tensors) {
+    taken.push_back(parts_.queue->take(t.name));
+    local.push_back(taken.back() ? &*taken.back() : nullptr);
+  }
+  auto finish = [&](int code, const std::string& message, std::vector<OpResult>* results) {
+    for (size_t i = 0; i < taken.size(); ++i) {
+      if (!taken[i]) continue;
+      parts_.handles->complete(taken[i]->handle, code, message,
+                               results ? std::move((*results)[i]) : OpResult{});
+      parts_.queue->finish(taken[i]->request.name);
+    }
+  };
+  if (response.type == ResponseType::kError) {
+    finish(response.error_code, response.error_message, nullptr);
+    return;
+  }
+  const int64_t start_ns = steady_now_ns();
+  if (parts_.timeline) {
+    for (const auto& op : taken) {
+      if (!op) continue;
+      parts_.timeline->span(op->request.name, "negotiate", op->submitted_ns, arrived_ns);
+      parts_.timeline->span(op->request.name, "queue", arrived_ns, start_ns);
+    }
+  }
+  ResponseObserver observer(parts_.timeline, parts_.stats, parts_.counters, response.tensors);
+  try {
+    const uint64_t sent_before = parts_.stats->bytes_sent();
+    std::vector<OpResult> results = executor_.run(response, local, &observer);
+    size_t input_bytes = 0;
+    for (const OpRequest& t : response.tensors) input_bytes += t.bytes();
+    parts_.stats->operation_done(op_kind_name(response.kind), response.tensors.size(), input_bytes,
+                                 response.tensors[0].compress,
+                                 parts_.stats->bytes_sent() - sent_before);
+    parts_.counters->operations += response.tensors.size();
+    if (response.kind == OpKind::kAllreduce) {
+      for (const OpRequest& t : response.tensors) parts_.counters->allreduce_bytes += t.bytes();
+    }
+    finish(THREELC_OK, "", &results);
+  } catch (const std::exception& e) {
+    finish(THREELC_EPEER, e.what(), nullptr);
+    throw;
+  }
+  if (response.type == ResponseType::kRun) {
+    for (const OpRequest& t : response.tensors) cache_.use(t);
+  }
+}
+
+void BackgroundLoop::fail_everything(int code, const std::string& reason) {
+  for (Operation& op : parts_.queue->take_all()) {
+    parts_.handles->complete(op.handle, code, reason);
+  }
+}
+
+LoopStop BackgroundLoop::run(const std::atomic<bool>& shutdown_requested) {
+  const auto cycle = parts_.settings->cycle_time;
+  auto next = std::chrono::steady_clock::now();
+  LoopStop stop;
+  try {
+    for (;;) {
+      const bool shutdown = shutdown_requested.load();
+      if (!shutdown) std::this_thread::sleep_until(next);
+      next = std::max(next + cycle, std::chrono::steady_clock::now());
+      const int64_t begin_ns = steady_now_ns();
+      CycleResponse cycle_response = negotiate(shutdown);
+      const int64_t arrived_ns = steady_now_ns();
+      parts_.stats->add_negotiation(arrived_ns - begin_ns);
+      for (const Response& r : cycle_response.responses) execute(r, arrived_ns);
+      const int64_t end_ns = steady_now_ns();
+      parts_.stats->add_cycle(end_ns - begin_ns);
+      if (parts_.timeline) parts_.timeline->flush_if_due(end_ns);
+      if (cycle_response.shutdown) {
+        stop.code = THREELC_ESHUTDOWN;
+        stop.reason = "threelc was shut down (rank " +
+                      std::to_string(cycle_response.shutdown_rank) +
+                      " called threelc_shutdown) before this operation ran";
+        break;
+      }
+    }
+  } catch (const transport::Error& e) {
+    stop = {THREELC_EPEER, std::string("threelc stopped: ") + e.what()};
+  } catch (const CollectiveError& e) {
+    stop = {THREELC_EPEER, std::string("threelc stopped: ") + e.what()};
+  } catch (const std::exception& e) {
+    stop = {THREELC_EINTERNAL, std::string("threelc stopped: ") + e.what()};
+  }
+  if (stop.code != THREELC_ESHUTDOWN) parts_.log->log(LogLevel::kError, stop.reason);
+  return stop;
+}
+
+}  // namespace threelc::engine

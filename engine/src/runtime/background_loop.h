@@ -1,0 +1,65 @@
+// The background thread's cycle (Horovod's RunLoopOnce): every cycle each rank sends the
+// coordinator what was submitted since the last cycle, rank 0 decides what runs, and every rank
+// executes the same responses in the same order, then completes their handles.
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+
+#include "negotiation/coordinator.h"
+#include "negotiation/response_cache.h"
+#include "observe/log.h"
+#include "observe/stats.h"
+#include "observe/timeline.h"
+#include "runtime/executor.h"
+#include "runtime/handle_table.h"
+#include "runtime/tensor_queue.h"
+#include "runtime/traffic_counters.h"
+#include "settings.h"
+#include "threelc/transport/transport.h"
+
+namespace threelc::engine {
+
+struct LoopParts {
+  transport::Context* context = nullptr;
+  TensorQueue* queue = nullptr;
+  HandleTable* handles = nullptr;
+  const EngineSettings* settings = nullptr;
+  const Logger* log = nullptr;
+  Timeline* timeline = nullptr;  // nullptr: no timeline on this rank
+  Stats* stats = nullptr;        // always set
+  TrafficCounters* counters = nullptr;
+};
+
+// Why the loop ended; operations still pending were completed with this code and reason.
+struct LoopStop {
+  int code = 0;
+  std::string reason;
+};
+
+class BackgroundLoop {
+ public:
+  explicit BackgroundLoop(const LoopParts& parts);
+  // Runs cycles until a cycle's response says shut down (some rank asked: `shutdown_requested`
+  // here) or a fatal error (a failed peer, a malformed message).
+  LoopStop run(const std::atomic<bool>& shutdown_requested);
+  // Completes every operation still in flight with `code` and `reason` (after run, once no
+  // more can be submitted).
+  void fail_everything(int code, const std::string& reason);
+
+ private:
+  CycleResponse negotiate(bool shutdown);
+  CycleResponse coordinate(CycleRequest own);
+  std::vector<OpRequest> resolve(const CycleRequest& request) const;
+  void execute(const Response& response, int64_t arrived_ns);
+
+  LoopParts parts_;
+  int rank_;
+  int size_;
+  ResponseCache cache_;
+  std::optional<Coordinator> coordinator_;  // rank 0
+  Executor executor_;
+};
+
+}  // namespace threelc::engine

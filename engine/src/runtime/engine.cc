@@ -1,0 +1,118 @@
+#include "runtime/engine.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "runtime/engine_error.h"
+#include "threelc/threelc.h"
+
+namespace threelc::engine {
+
+namespace {
+
+EngineSettings read_settings() {
+  try {
+    return engine_settings_from_environment();
+  } catch (const std::invalid_argument& e) {
+    throw EngineError(THREELC_EINVAL, e.what());
+  }
+}
+
+transport::Options read_transport_options() {
+  try {
+    return transport::options_from_environment();
+  } catch (const transport::Error& e) {
+    throw EngineError(THREELC_EINVAL, e.what());
+  }
+}
+
+std::string host_name() {
+  if (const char* h = std::getenv("THREELC_HOSTNAME"); h != nullptr && *h != '\0') return h;
+  char buffer[256] = {};
+  if (gethostname(buffer, sizeof buffer - 1) != 0) return "localhost";
+  return buffer;
+}
+
+}  // namespace
+
+Engine::Engine(HandleTable& handles)
+    : settings_(read_settings()),
+      transport_options_(read_transport_options()),
+      log_(settings_.log_level, transport_options_.rank),
+      stats_(transport_options_.size),
+      handles_(handles) {
+  try {
+    context_ = transport::connect(transport_options_);
+    identity_ = exchange_identity(*context_, transport_options_, host_name());
+  } catch (const transport::Error& e) {
+    throw EngineError(THREELC_EPEER, e.what());
+  }
+  if (!settings_.timeline.empty() && identity_.rank == 0) {
+    try {
+      timeline_ = std::make_unique<Timeline>(settings_.timeline, identity_.rank);
+    } catch (const std::exception& e) {
+      throw EngineError(THREELC_EINVAL, std::string("THREELC_TIMELINE: ") + e.what());
+    }
+  }
+  LoopParts parts;
+  parts.context = context_.get();
+  parts.queue = &queue_;
+  parts.handles = &handles_;
+  parts.settings = &settings_;
+  parts.log = &log_;
+  parts.timeline = timeline_.get();
+  parts.stats = &stats_;
+  parts.counters = &counters_;
+  loop_ = std::make_unique<BackgroundLoop>(parts);
+  thread_ = std::thread([this] { run_loop(); });
+}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::run_loop() {
+  LoopStop stop = loop_->run(shutdown_requested_);
+  {
+    std::lock_guard lock(stop_mutex_);
+    stopped_ = true;
+    stop_ = stop;
+  }
+  loop_->fail_everything(stop.code, stop.reason);
+}
+
+void Engine::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  shutdown_requested_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (settings_.stats) {
+    const std::string report = stats_.report(identity_.rank);
+    std::fwrite(report.data(), 1, report.size(), stderr);
+  }
+  if (timeline_) timeline_->close();
+  context_.reset();
+}
+
+std::string Engine::unnamed(OpKind kind) {
+  std::lock_guard lock(stop_mutex_);
+  return std::string(op_kind_name(kind)) + ".noname." +
+         std::to_string(unnamed_counts_[static_cast<size_t>(kind)]++);
+}
+
+Handle Engine::submit(Operation operation) {
+  std::lock_guard lock(stop_mutex_);
+  if (stopped_) throw EngineError(stop_.code, stop_.reason);
+  operation.handle = handles_.create();
+  operation.submitted_ns = steady_now_ns();
+  const Handle handle = operation.handle;
+  try {
+    queue_.submit(std::move(operation));
+  } catch (...) {
+    handles_.release(handle);
+    throw;
+  }
+  return handle;
+}
+
+}  // namespace threelc::engine

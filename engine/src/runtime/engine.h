@@ -1,0 +1,75 @@
+// One initialized engine: settings, the job's connections, the queue and handles shared with
+// framework threads, and the background thread. The C ABI owns at most one (api/c_api.cc);
+// nothing else is global.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "observe/log.h"
+#include "observe/stats.h"
+#include "observe/timeline.h"
+#include "runtime/background_loop.h"
+#include "runtime/handle_table.h"
+#include "runtime/host_topology.h"
+#include "runtime/operation.h"
+#include "runtime/tensor_queue.h"
+#include "runtime/traffic_counters.h"
+#include "settings.h"
+#include "threelc/transport/transport.h"
+
+namespace threelc::engine {
+
+class Engine {
+ public:
+  // Reads and checks every setting (EngineError THREELC_EINVAL naming a malformed variable),
+  // joins the job (THREELC_EPEER naming the rank that failed) and starts the background thread.
+  // `handles` outlives the engine, so that handles stay valid after shutdown.
+  explicit Engine(HandleTable& handles);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Asks every rank to stop, waits for the background thread; pending operations fail with
+  // THREELC_ESHUTDOWN. Prints statistics (THREELC_STATS=1) and closes the timeline.
+  void shutdown();
+
+  const Identity& identity() const { return identity_; }
+  const EngineSettings& settings() const { return settings_; }
+  HandleTable& handles() { return handles_; }
+  const TrafficCounters& counters() const { return counters_; }
+
+  // Queues `operation` (its handle and submission time are filled in) and returns its handle.
+  // Throws EngineError: THREELC_EDUPLICATE, or the code the engine stopped with.
+  Handle submit(Operation operation);
+  // "allreduce.noname.7": the n-th unnamed operation of a kind, the same on every rank that
+  // submits in the same order.
+  std::string unnamed(OpKind kind);
+
+ private:
+  void run_loop();
+
+  EngineSettings settings_;
+  transport::Options transport_options_;
+  Logger log_;
+  std::unique_ptr<transport::Context> context_;
+  Identity identity_;
+  std::unique_ptr<Timeline> timeline_;
+  Stats stats_;
+  TrafficCounters counters_;
+  HandleTable& handles_;
+  TensorQueue queue_;
+  std::unique_ptr<BackgroundLoop> loop_;
+  std::atomic<bool> shutdown_requested_{false};
+  std::mutex stop_mutex_;  // orders submissions against the loop's end
+  bool stopped_ = false;
+  LoopStop stop_;
+  uint64_t unnamed_counts_[kOpKindCount] = {};
+  std::thread thread_;
+  bool shut_down_ = false;
+};
+
+}  // namespace threelc::engine

@@ -1,0 +1,63 @@
+// Runs the collectives a cycle's responses ask for, on this rank's buffers. One per engine,
+// used only by the background thread.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "collectives/observer.h"
+#include "error_feedback.h"
+#include "negotiation/messages.h"
+#include "runtime/handle_table.h"
+#include "runtime/operation.h"
+#include "threelc/transport/transport.h"
+
+namespace threelc::engine {
+
+struct ExecutorOptions {
+  size_t chunk_bytes = size_t{1} << 20;
+  bool ring = false;  // THREELC_ALLREDUCE=ring for compressed allreduces
+};
+
+// Tags of the data channels, one range per collective (a collective with N ranks uses
+// tag .. tag + N).
+inline constexpr uint32_t kPushPullTag = 0x1000;
+inline constexpr uint32_t kRingAllreduceTag = 0x20000;
+inline constexpr uint32_t kRawAllreduceTag = 0x30000;
+inline constexpr uint32_t kBroadcastTag = 0x40000;
+inline constexpr uint32_t kAllgatherTag = 0x50000;
+inline constexpr uint32_t kReducescatterTag = 0x60000;
+inline constexpr uint32_t kAlltoallTag = 0x70000;
+
+class Executor {
+ public:
+  Executor(transport::Context& context, const ExecutorOptions& options)
+      : context_(context), options_(options) {}
+
+  // Runs a kRun response. local[i] is this rank's operation for response.tensors[i], or
+  // nullptr where this rank has joined (it takes part with the op's identity or no rows).
+  // Returns one result per tensor. Throws transport::Error, CollectiveError or
+  // std::invalid_argument; ranks are then out of step and the engine stops.
+  std::vector<OpResult> run(const Response& response, std::span<const Operation* const> local,
+                            CollectiveObserver* observer);
+
+  ErrorFeedbackStore& error_feedback() { return errors_; }
+
+ private:
+  void allreduce(const Response& response, std::span<const Operation* const> local,
+                 CollectiveObserver* observer);
+  void broadcast(const Response& response, const Operation* local, CollectiveObserver* observer);
+  OpResult allgather(const Response& response, const Operation* local,
+                     CollectiveObserver* observer);
+  OpResult reducescatter(const Response& response, const Operation* local,
+                         CollectiveObserver* observer);
+  OpResult alltoall(const Response& response, const Operation* local, CollectiveObserver* observer);
+
+  transport::Context& context_;
+  ExecutorOptions options_;
+  ErrorFeedbackStore errors_;
+  std::vector<std::byte> fusion_buffer_;  // reused across cycles
+};
+
+}  // namespace threelc::engine

@@ -1,0 +1,122 @@
+// Executor::allreduce: copies a response's tensors into the fusion buffer (fp32 when
+// compressed, their own dtype otherwise), applies prescale, runs push_pull (or the ring, or the
+// raw scatter/reduce/gather), divides for an average, applies postscale and copies out.
+#include <cstring>
+
+#include "collectives/push_pull.h"
+#include "collectives/raw_allreduce.h"
+#include "collectives/reduce_ops.h"
+#include "collectives/ring_allreduce.h"
+#include "runtime/executor.h"
+
+namespace threelc::engine {
+
+namespace {
+
+// Times a copy into or out of the fusion buffer as a kCopy event of tensor `index`.
+class CopyTimer {
+ public:
+  CopyTimer(CollectiveObserver* observer, size_t index, size_t bytes)
+      : observer_(observer), index_(index), bytes_(bytes), begin_(steady_now_ns()) {}
+  ~CopyTimer() {
+    if (observer_) observer_->record({index_, Phase::kCopy, begin_, steady_now_ns(), bytes_, -1});
+  }
+  CopyTimer(const CopyTimer&) = delete;
+  CopyTimer& operator=(const CopyTimer&) = delete;
+
+ private:
+  CollectiveObserver* observer_;
+  size_t index_;
+  size_t bytes_;
+  int64_t begin_;
+};
+
+}  // namespace
+
+void Executor::allreduce(const Response& response, std::span<const Operation* const> local,
+                         CollectiveObserver* observer) {
+  const OpRequest& shape = response.tensors[0];
+  const ElementType dtype = shape.dtype;
+  const int size = context_.size();
+  std::vector<TensorSlice> slices;
+  size_t total = 0;
+  for (const OpRequest& t : response.tensors) {
+    slices.push_back({t.name, total, t.element_count()});
+    total += t.element_count();
+  }
+  // The type the reduction works in: fp32 for 3LC, the tensors' own otherwise.
+  const ElementType computed = shape.compress ? ElementType::kFloat32 : dtype;
+  const size_t element_bytes = element_size(computed);
+  // One local fp32/raw tensor computed in place in its output: no fusion buffer needed.
+  const bool in_place = response.tensors.size() == 1 && local[0] != nullptr &&
+                        (!shape.compress || dtype == ElementType::kFloat32);
+  std::byte* buffer = nullptr;
+  if (in_place) {
+    buffer = static_cast<std::byte*>(local[0]->output);
+  } else {
+    if (fusion_buffer_.size() < total * element_bytes) fusion_buffer_.resize(total * element_bytes);
+    buffer = fusion_buffer_.data();
+  }
+
+  for (size_t i = 0; i < slices.size(); ++i) {
+    std::byte* dst = buffer + slices[i].offset * element_bytes;
+    const size_t count = slices[i].count;
+    CopyTimer timer(observer, i, count * element_bytes);
+    const Operation* op = local[i];
+    if (op == nullptr) {
+      if (shape.compress) {
+        std::memset(dst, 0, count * sizeof(float));
+      } else {
+        fill_identity(dtype, shape.op, dst, count);
+      }
+      continue;
+    }
+    if (computed != dtype) {
+      to_float32(dtype, op->input, reinterpret_cast<float*>(dst), count);
+    } else if (dst != op->input && count > 0) {
+      std::memcpy(dst, op->input, count * element_bytes);
+    }
+    if (shape.prescale != 1.0) scale_values(computed, dst, count, shape.prescale);
+  }
+
+  if (shape.compress) {
+    const std::span<float> values(reinterpret_cast<float*>(buffer), total);
+    PushPullOptions options;
+    options.compress = true;
+    options.sparsity = shape.sparsity;
+    options.chunk_bytes = options_.chunk_bytes;
+    options.observer = observer;
+    if (options_.ring) {
+      options.tag_base = kRingAllreduceTag;
+      ring_allreduce_sum(context_, values, slices, errors_, options);
+    } else {
+      options.tag_base = kPushPullTag;
+      push_pull_sum(context_, values, slices, errors_, options);
+    }
+  } else {
+    CollectiveOptions options;
+    options.chunk_bytes = options_.chunk_bytes;
+    options.tag_base = kRawAllreduceTag;
+    options.observer = observer;
+    allreduce_raw(context_, std::span<std::byte>(buffer, total * element_bytes), dtype, shape.op,
+                  slices, options);
+  }
+
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const Operation* op = local[i];
+    if (op == nullptr) continue;
+    std::byte* src = buffer + slices[i].offset * element_bytes;
+    const size_t count = slices[i].count;
+    CopyTimer timer(observer, i, count * element_bytes);
+    if (shape.op == ReduceOp::kAverage) divide_values(computed, src, count, size);
+    if (shape.postscale != 1.0) scale_values(computed, src, count, shape.postscale);
+    if (in_place) break;
+    if (shape.compress) {
+      from_float32(dtype, reinterpret_cast<const float*>(src), op->output, count);
+    } else if (count > 0) {
+      std::memcpy(op->output, src, count * element_bytes);
+    }
+  }
+}
+
+}  // namespace threelc::engine
