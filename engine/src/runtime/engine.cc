@@ -28,8 +28,8 @@ transport::Options read_transport_options() {
   }
 }
 
-std::string host_name() {
-  if (const char* h = std::getenv("THREELC_HOSTNAME"); h != nullptr && *h != '\0') return h;
+std::string host_name(const EngineSettings& settings) {
+  if (!settings.hostname.empty()) return settings.hostname;
   char buffer[256] = {};
   if (gethostname(buffer, sizeof buffer - 1) != 0) return "localhost";
   return buffer;
@@ -45,7 +45,7 @@ Engine::Engine(HandleTable& handles)
       handles_(handles) {
   try {
     context_ = transport::connect(transport_options_);
-    identity_ = exchange_identity(*context_, transport_options_, host_name());
+    identity_ = exchange_identity(*context_, transport_options_, host_name(settings_));
   } catch (const transport::Error& e) {
     throw EngineError(THREELC_EPEER, e.what());
   }

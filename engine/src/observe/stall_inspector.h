@@ -1,0 +1,59 @@
+// THREELC_STALL_CHECK_TIME: the coordinator (rank 0) tells it which rank submitted which tensor
+// and when a tensor was dispatched; check() returns warnings for tensors that some ranks have
+// submitted and others have not for longer than the limit. Such a tensor never runs (every rank
+// must submit it), so the job hangs: ranks submitting different tensors, or one rank that stopped
+// submitting. Horovod users know the warning.
+//
+// Deterministic and passive: no threads, no clock reads (the caller passes the time).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace threelc::engine {
+
+class StallInspector {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // warn_after zero: disabled (nothing is tracked, check() returns nothing). At most
+  // `max_named` tensors are named per check; the rest are summed up in one more line.
+  StallInspector(Clock::duration warn_after, int size, size_t max_named = 20);
+
+  // `rank` submitted `name` (again: no change). Throws std::invalid_argument for a rank outside
+  // [0, size).
+  void submitted(const std::string& name, int rank, Clock::time_point now);
+  // The tensor ran (or failed): forget it. Unknown names are ignored.
+  void finished(const std::string& name);
+
+  // Warnings, oldest tensor first, for every tensor waiting on missing ranks for warn_after or
+  // more since its first submission and not warned about in the last warn_after:
+  //   tensor 'grad/fc1' waited 61.0 s for ranks 1, 4-7 (submitted by ranks 0, 2-3) ...
+  std::vector<std::string> check(Clock::time_point now);
+
+  size_t pending() const { return tensors_.size(); }
+  bool enabled() const { return warn_after_ > Clock::duration::zero(); }
+
+ private:
+  struct Pending {
+    Clock::time_point first;
+    std::vector<bool> ranks;  // submitted
+    int count = 0;
+    bool warned = false;
+    Clock::time_point last_warning;
+  };
+
+  Clock::duration warn_after_;
+  int size_;
+  size_t max_named_;
+  std::map<std::string, Pending> tensors_;
+};
+
+// Ascending ranks in compact form: {0, 1, 2, 3, 5, 7, 8} -> "0-3, 5, 7-8". Needs sorted input.
+std::string compact_ranks(std::span<const int> ranks);
+
+}  // namespace threelc::engine

@@ -1,0 +1,81 @@
+// Every environment variable the engine reads, declared once in the table of settings.cc: from
+// that table come the parsing, the defaults and the documentation (README.md and
+// docs/CONFIGURATION.md list the same rows; a test checks the README). The transport's variables
+// (rank, size, coordinator, secret, timeouts, ...) are in transport/src/settings.cc.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "observe/log.h"
+
+namespace threelc::engine {
+
+enum class AllreduceAlgorithm : uint8_t {
+  kPushPull,  // push to the segment's owner, reduce there, pull around the ring (DESIGN.md)
+  kRing,      // classic ring: re-compresses the partial sum at every hop
+};
+
+const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm);  // "push_pull", "ring"
+
+// The engine's configuration. The initializers are the defaults, equal to what the table's
+// default texts parse to (a test checks that).
+struct EngineSettings {
+  // THREELC_CYCLE_TIME_MS: how long the background thread waits between negotiation cycles.
+  std::chrono::microseconds cycle_time{1000};
+  // THREELC_FUSION_THRESHOLD: the most bytes fused into one collective; 0 disables fusion.
+  size_t fusion_threshold = size_t{64} << 20;
+  // THREELC_CHUNK_BYTES: bytes of input per streamed chunk (a multiple of 4, >= 4096).
+  size_t chunk_bytes = size_t{1} << 20;
+  // THREELC_COMPRESSION: compress eligible allreduces with 3LC (true) or send raw blocks.
+  bool compression = true;
+  // THREELC_SPARSITY: the 3LC sparsity multiplier s, in [1, 2).
+  float sparsity = 1.0f;
+  // THREELC_MIN_COMPRESS_BYTES: smaller tensors are sent raw.
+  size_t min_compress_bytes = 65536;
+  // THREELC_ALLREDUCE
+  AllreduceAlgorithm allreduce = AllreduceAlgorithm::kPushPull;
+  // THREELC_TIMELINE: Chrome-trace file rank 0 writes; empty: no timeline.
+  std::string timeline;
+  // THREELC_HOSTNAME: this rank's host name for cross_rank / cross_size; empty: gethostname().
+  std::string hostname;
+  // THREELC_STATS: print this rank's statistics at shutdown.
+  bool stats = false;
+  // THREELC_STALL_CHECK_TIME: rank 0 warns about tensors some ranks submitted and others have
+  // not for this long; zero disables the check.
+  std::chrono::milliseconds stall_check_time{60'000};
+  // THREELC_LOG_LEVEL
+  LogLevel log_level = LogLevel::kWarning;
+  // THREELC_CACHE_CAPACITY: entries of the response cache; 0 disables the cache.
+  size_t cache_capacity = 1024;
+};
+
+// One row of the table, for documentation and tests.
+struct EngineSettingRow {
+  const char* name;           // "THREELC_CYCLE_TIME_MS"
+  const char* default_value;  // as text; "" = empty / off
+  const char* accepted;       // the values accepted, as the error message says it
+  const char* meaning;
+};
+
+// The table's rows, in the order the docs list them.
+std::span<const EngineSettingRow> engine_setting_rows();
+
+// The value of a variable; nullopt when it is not set. An empty value counts as unset.
+using EnvironmentLookup = std::function<std::optional<std::string>(std::string_view name)>;
+
+// Reads every variable of the table through `lookup`. Throws std::invalid_argument for the first
+// malformed value, naming the variable, the value and what is accepted:
+//   threelc: THREELC_CHUNK_BYTES='1000' is not accepted: expected an integer number of bytes ...
+EngineSettings engine_settings_from(const EnvironmentLookup& lookup);
+
+// engine_settings_from() over getenv().
+EngineSettings engine_settings_from_environment();
+
+}  // namespace threelc::engine
