@@ -83,17 +83,16 @@ CycleResponse BackgroundLoop::negotiate(bool shutdown) {
 
 void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
   std::vector<std::optional<Operation>> taken;
-  std::vector<const Operation*> local;
-  for (const OpRequest& t : response.tensors) {
-    taken.push_back(parts_.queue->take(t.name));
-    local.push_back(taken.back() ? &*taken.back() : nullptr);
-  }
+  for (const OpRequest& t : response.tensors) taken.push_back(parts_.queue->take(t.name));
+  std::vector<const Operation*> local;  // after `taken` is complete: it points into it
+  for (const auto& op : taken) local.push_back(op ? &*op : nullptr);
   auto finish = [&](int code, const std::string& message, std::vector<OpResult>* results) {
     for (size_t i = 0; i < taken.size(); ++i) {
       if (!taken[i]) continue;
+      // The name leaves the queue first: a caller woken by complete() may submit it again.
+      parts_.queue->finish(taken[i]->request.name);
       parts_.handles->complete(taken[i]->handle, code, message,
                                results ? std::move((*results)[i]) : OpResult{});
-      parts_.queue->finish(taken[i]->request.name);
     }
   };
   if (response.type == ResponseType::kError) {

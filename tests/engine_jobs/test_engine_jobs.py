@@ -1,0 +1,231 @@
+"""The engine through its Python binding, with real rank processes started by threelcrun.
+
+Each test runs ``tools/threelcrun -np N /usr/bin/python3 worker.py CASE`` on this machine;
+the worker checks its own results against numpy references (see worker.py) and exits
+non-zero with ``FAIL rank R CASE: ...`` on stderr otherwise. Here we check that every rank
+exited 0 and printed ``DONE``, and that the ``HASH`` lines (results that must be bitwise
+identical on every rank) agree across ranks.
+
+Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q tests/engine_jobs
+(THREELC_LIBRARY selects the library; default build/lib/libthreelc.so).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LAUNCHER = REPO / "tools" / "threelcrun"
+WORKER = Path(__file__).resolve().parent / "worker.py"
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+LINE = re.compile(r"^\[(\d+)\] (.*)$")
+
+
+def library_path() -> Path:
+    override = os.environ.get("THREELC_LIBRARY")
+    return Path(override) if override else REPO / "build" / "lib" / "libthreelc.so"
+
+
+def test_library_has_the_engine():
+    """Everything below needs the engine in libthreelc.so: say so plainly when it is not."""
+    path = library_path()
+    assert path.is_file(), f"{path} does not exist (build it: tools/build.sh)"
+    lib = ctypes.CDLL(str(path))
+    assert hasattr(lib, "threelc_init"), f"{path} does not export threelc_init"
+
+
+class Job:
+    def __init__(self, np_, case, args, proc, seconds):
+        self.np = np_
+        self.case = case
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.seconds = seconds
+        self.lines = defaultdict(list)  # rank -> stdout lines without the prefix
+        for line in proc.stdout.splitlines():
+            m = LINE.match(line)
+            if m:
+                self.lines[int(m.group(1))].append(m.group(2))
+
+    def describe(self) -> str:
+        def tail(text, n=60):
+            return "\n".join(text.splitlines()[-n:])
+        return (f"threelcrun -np {self.np} worker.py {self.case}: exit {self.returncode} after "
+                f"{self.seconds:.1f} s\n--- stdout ---\n{tail(self.stdout)}\n--- stderr ---\n"
+                f"{tail(self.stderr)}")
+
+    def prefixed(self, prefix: str) -> dict:
+        return {r: [l for l in self.lines[r] if l.startswith(prefix)] for r in range(self.np)}
+
+    def hashes(self) -> dict:
+        return {r: [l for l in self.lines[r] if l.startswith("HASH ")] for r in range(self.np)}
+
+
+def clean_env(extra=None) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("THREELC_") or k == "THREELC_LIBRARY"}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["THREELC_START_TIMEOUT"] = "30"
+    env["THREELC_TIMEOUT"] = "60"
+    env.update(extra or {})
+    return env
+
+
+def run_job(np_, case, *args, env=None, timeout=120, launcher_args=()) -> Job:
+    command = [PYTHON, str(LAUNCHER), "-np", str(np_), "--grace", "2", *launcher_args,
+               PYTHON, str(WORKER), case, *[str(a) for a in args]]
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              env=clean_env(env), cwd=str(REPO))
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        pytest.fail(f"threelcrun -np {np_} worker.py {case} hung for {timeout} s\n"
+                    f"--- stdout ---\n{out[-4000:]}\n--- stderr ---\n{err[-4000:]}")
+    return Job(np_, case, args, proc, time.monotonic() - started)
+
+
+def assert_ok(job: Job, expect_hashes: bool = True) -> Job:
+    """Exit 0, DONE on every rank, identical HASH lines on every rank."""
+    assert job.returncode == 0, job.describe()
+    for r in range(job.np):
+        assert any(l.startswith(f"DONE {job.case}") for l in job.lines[r]), (
+            f"rank {r} did not finish\n" + job.describe())
+    hashes = job.hashes()
+    if expect_hashes:
+        assert hashes[0], f"no HASH lines from rank 0\n{job.describe()}"
+    for r in range(1, job.np):
+        assert hashes[r] == hashes[0], (
+            f"rank {r}'s results differ from rank 0's:\n"
+            + "\n".join(f"  {a}  |  {b}" for a, b in zip(hashes[0], hashes[r]) if a != b)
+            + f"\n({len(hashes[0])} vs {len(hashes[r])} lines)")
+    for l in job.prefixed("STAT ")[0]:
+        print(l)
+    return job
+
+
+# ------------------------------------------------------------------------------- tests
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_sizes(n):
+    job = assert_ok(run_job(n, "sizes"))
+    # 13 shapes x (raw, 3lc, default)
+    assert len(job.hashes()[0]) == 13 * 3, job.describe()
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_sizes_ring(n):
+    assert_ok(run_job(n, "sizes", env={"THREELC_ALLREDUCE": "ring"}))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_dtypes_and_ops(n):
+    job = assert_ok(run_job(n, "dtypes_ops"))
+    assert len(job.hashes()[0]) == 8 * 6, job.describe()
+
+
+def test_50m_elements():
+    job = assert_ok(run_job(2, "big", timeout=180), expect_hashes=True)
+    assert len(job.hashes()[0]) == 1
+
+
+@pytest.mark.parametrize("algorithm", ["push_pull", "ring"])
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_compressed_error_feedback(n, algorithm):
+    job = assert_ok(run_job(n, "error_feedback", env={"THREELC_ALLREDUCE": algorithm}))
+    assert [l.split()[1] for l in job.hashes()[0]] == ["ef/10", "ef/100"], job.describe()
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_200_async_tensors_in_random_order(n):
+    job = assert_ok(run_job(n, "async"))
+    assert len(job.hashes()[0]) == 1
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_consistency_errors(n):
+    assert_ok(run_job(n, "mismatch"), expect_hashes=False)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_collectives(n):
+    assert_ok(run_job(n, "collectives"))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_join(n):
+    assert_ok(run_job(n, "join"), expect_hashes=False)
+
+
+@pytest.mark.parametrize("n,orphan_rank", [(1, 0), (2, 1), (3, 0)])
+def test_shutdown_with_pending_operation(n, orphan_rank):
+    job = assert_ok(run_job(n, "shutdown", orphan_rank, timeout=60))
+    assert job.seconds < 30, job.describe()
+
+
+BAD_VALUES = [
+    "THREELC_FUSION_THRESHOLD=abc",
+    "THREELC_SPARSITY=3",
+    "THREELC_SPARSITY=0.5",
+    "THREELC_CYCLE_TIME_MS=0",
+    "THREELC_CHUNK_BYTES=1000",
+    "THREELC_COMPRESSION=zip",
+    "THREELC_MIN_COMPRESS_BYTES=-1",
+    "THREELC_ALLREDUCE=tree",
+    "THREELC_STATS=yes",
+    "THREELC_LOG_LEVEL=loud",
+    "THREELC_STALL_CHECK_TIME=soon",
+    "THREELC_CACHE_CAPACITY=-3",
+    "THREELC_TRANSPORT=pigeon",
+    "THREELC_TIMEOUT=abc",
+]
+
+
+def test_malformed_variables_are_named_one_rank():
+    job = assert_ok(run_job(1, "bad_env", *BAD_VALUES), expect_hashes=False)
+    assert len(job.prefixed("STAT bad_env")[0]) == len(BAD_VALUES), job.describe()
+
+
+def test_malformed_variable_is_named_on_every_rank():
+    job = assert_ok(run_job(2, "bad_env", "THREELC_FUSION_THRESHOLD=abc", "THREELC_SPARSITY=3"),
+                    expect_hashes=False)
+    for r in range(2):
+        assert len(job.prefixed("STAT bad_env")[r]) == 2, job.describe()
+
+
+def test_malformed_variable_from_the_launcher_fails_init():
+    # set through threelcrun (-x), not by the worker: init fails on every rank, naming it
+    job = run_job(2, "api", launcher_args=("-x", "THREELC_FUSION_THRESHOLD=abc"))
+    assert job.returncode != 0, job.describe()
+    assert re.search(r"^\[\d\] FAIL rank \d api: .*THREELC_FUSION_THRESHOLD", job.stderr,
+                     re.MULTILINE), job.describe()
+
+
+def test_timeline(tmp_path):
+    n = 2
+    assert_ok(run_job(n, "timeline", tmp_path), expect_hashes=False)
+    doc = json.loads((tmp_path / "timeline.0.json").read_text())
+    assert doc, "rank 0's timeline is empty"
+
+
+def test_statistics_at_shutdown():
+    job = assert_ok(run_job(2, "stats", env={"THREELC_STATS": "1"}), expect_hashes=False)
+    for r in range(2):
+        assert job.prefixed("STATS| ")[r], job.describe()
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_binding_api(n):
+    assert_ok(run_job(n, "api"), expect_hashes=False)
