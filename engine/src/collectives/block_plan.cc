@@ -12,37 +12,33 @@ size_t segment_start(size_t total, int ranks, int j) {
   return k * (total / n) + std::min(k, total % n);
 }
 
-namespace {
-
 void check_layout(size_t total, std::span<const TensorSlice> tensors) {
   size_t next = 0;
   std::unordered_set<std::string> names;
   for (const auto& t : tensors) {
     if (t.offset != next) {
-      throw std::invalid_argument("push_pull: tensor '" + t.name + "' starts at " +
+      throw std::invalid_argument("block plan: tensor '" + t.name + "' starts at " +
                                   std::to_string(t.offset) + ", expected " + std::to_string(next) +
                                   " (tensors must tile the fused buffer in order)");
     }
     if (!names.insert(t.name).second) {
-      throw std::invalid_argument("push_pull: tensor '" + t.name + "' appears twice");
+      throw std::invalid_argument("block plan: tensor '" + t.name + "' appears twice");
     }
     next += t.count;
   }
   if (next != total) {
-    throw std::invalid_argument("push_pull: tensors cover " + std::to_string(next) +
+    throw std::invalid_argument("block plan: tensors cover " + std::to_string(next) +
                                 " elements of a fused buffer of " + std::to_string(total));
   }
 }
 
-}  // namespace
-
 BlockPlan plan_blocks(size_t total, std::span<const TensorSlice> tensors, int ranks,
-                      size_t chunk_bytes) {
-  if (ranks < 1) throw std::invalid_argument("push_pull: fewer than one rank");
-  const size_t chunk = chunk_bytes / sizeof(float);
+                      size_t chunk_bytes, size_t element_bytes) {
+  if (ranks < 1) throw std::invalid_argument("block plan: fewer than one rank");
+  const size_t chunk = element_bytes == 0 ? 0 : chunk_bytes / element_bytes;
   if (chunk == 0) {
-    throw std::invalid_argument("push_pull: chunk_bytes " + std::to_string(chunk_bytes) +
-                                " holds no fp32 value");
+    throw std::invalid_argument("block plan: chunk_bytes " + std::to_string(chunk_bytes) +
+                                " holds no value of " + std::to_string(element_bytes) + " bytes");
   }
   check_layout(total, tensors);
   BlockPlan plan;

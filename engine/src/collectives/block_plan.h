@@ -38,8 +38,13 @@ struct BlockPlan {
 size_t segment_start(size_t total, int ranks, int j);
 
 // Throws std::invalid_argument unless `tensors` tile [0, total) exactly, in order (zero-sized
-// tensors allowed), with distinct names; chunk_bytes must hold at least one fp32.
+// tensors allowed), with distinct names.
+void check_layout(size_t total, std::span<const TensorSlice> tensors);
+
+// Throws std::invalid_argument unless `tensors` tile [0, total) exactly, in order (zero-sized
+// tensors allowed), with distinct names; chunk_bytes must hold at least one element of
+// `element_bytes` bytes (fp32 for push_pull; chunks are chunk_bytes / element_bytes elements).
 BlockPlan plan_blocks(size_t total, std::span<const TensorSlice> tensors, int ranks,
-                      size_t chunk_bytes);
+                      size_t chunk_bytes, size_t element_bytes = sizeof(float));
 
 }  // namespace threelc::engine

@@ -16,7 +16,7 @@ enum class Phase : uint8_t {
   kSend,        // from posting a send to seeing it complete
   kReceive,     // from starting to wait for a message to having it
   kReduce,      // combining raw values (min, max, product, integer sums)
-  kCopy,        // copying into or out of a fusion buffer
+  kCopy,        // copying into or out of a fusion buffer (or a result): "fusion_copy"
 };
 
 const char* phase_name(Phase phase);  // "compress", "decompress", "send", "receive", ...

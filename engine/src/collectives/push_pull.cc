@@ -18,6 +18,15 @@ struct Message {
   transport::Request request;
 };
 
+// A posted send and what its event reports once it is seen complete.
+struct Send {
+  transport::Request request;
+  int64_t posted_ns = 0;
+  size_t bytes = 0;
+  int peer = -1;
+  size_t tensor = 0;
+};
+
 // The encoded block a message holds (its buffer is sized for the worst case).
 std::span<const uint8_t> bytes_of(const Message& m) { return {m.bytes.data(), m.size}; }
 
@@ -46,7 +55,10 @@ class PushPull {
       push();
       reduce_and_send();
       receive_and_forward();
-      for (auto& r : sends_) r.wait();
+      for (auto& s : sends_) {
+        s.request.wait();
+        record(Phase::kSend, s.tensor, s.posted_ns, s.bytes, s.peer);
+      }
     } catch (...) {
       drain();
       throw;
@@ -59,6 +71,18 @@ class PushPull {
     return options_.tag_base + 1 + static_cast<uint32_t>(segment);
   }
   int ring_segment(int distance) const { return (rank_ + size_ - distance) % size_; }
+
+  int64_t start() const { return detail::event_start(options_.observer); }
+  void record(Phase phase, size_t tensor, int64_t begin, size_t bytes, int peer = -1) const {
+    detail::record_event(options_.observer, phase, tensor, begin, bytes, peer);
+  }
+
+  // Waits for a posted receive (a kReceive event) and keeps its length.
+  void wait_for(Message& m, int peer, const Block& b) const {
+    const int64_t begin = start();
+    m.size = m.request.wait();
+    record(Phase::kReceive, b.tensor, begin, m.size, peer);
+  }
 
   float* error_at(const Block& b) const {
     float* e = errors_[b.tensor];
@@ -94,6 +118,7 @@ class PushPull {
     Message& m = outgoing_.emplace_back();
     m.bytes.resize(cc::max_block_bytes(b.count));
     const cc::Values values{fused_.data() + b.offset, cc::DType::kFloat32, b.count};
+    const int64_t begin = start();
     cc::EncodedBlock result;
     const cc::Status status =
         options_.compress
@@ -105,18 +130,21 @@ class PushPull {
                                     tensors_[b.tensor].name + "' failed: " + status.message());
     }
     m.size = result.bytes;
+    record(Phase::kCompress, b.tensor, begin, m.size);
     return m;
   }
 
-  void send(int peer, uint32_t tag, const Message& m) {
-    sends_.push_back(ctx_.pair(peer).send(tag, std::as_bytes(bytes_of(m))));
+  void send(int peer, uint32_t tag, const Message& m, const Block& b) {
+    const int64_t begin = start();
+    sends_.push_back(
+        Send{ctx_.pair(peer).send(tag, std::as_bytes(bytes_of(m))), begin, m.size, peer, b.tensor});
   }
 
   // Step 1: every other segment's blocks go to their owner, nearest successor first.
   void push() {
     for (int d = 1; d < size_; ++d) {
       const int j = (rank_ + d) % size_;
-      for (const Block& b : plan_.segment(j)) send(j, push_tag(), encode(b, error_at(b)));
+      for (const Block& b : plan_.segment(j)) send(j, push_tag(), encode(b, error_at(b)), b);
     }
   }
 
@@ -139,13 +167,19 @@ class PushPull {
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         Message& m = pushed_in_[static_cast<size_t>(p)][k];
-        m.size = m.request.wait();
+        wait_for(m, p, b);
+        const int64_t begin = start();
         check(cc::decode_add(bytes_of(m), b.count, 1.0f, dst), p, b, "push");
+        record(Phase::kDecompress, b.tensor, begin, m.size);
         std::vector<uint8_t>().swap(m.bytes);
       }
       const Message& out = encode(b, error_at(b));
-      if (options_.compress) check(cc::decode(bytes_of(out), b.count, dst), rank_, b, "own pull");
-      send(next_, pull_tag(rank_), out);
+      if (options_.compress) {
+        const int64_t begin = start();
+        check(cc::decode(bytes_of(out), b.count, dst), rank_, b, "own pull");
+        record(Phase::kDecompress, b.tensor, begin, out.size);
+      }
+      send(next_, pull_tag(rank_), out, b);
     }
   }
 
@@ -157,10 +191,12 @@ class PushPull {
       auto& in = pulled_in_[static_cast<size_t>(j)];
       for (size_t k = 0; k < blocks.size(); ++k) {
         Message& m = in[k];
-        m.size = m.request.wait();
+        wait_for(m, prev_, blocks[k]);
+        const int64_t begin = start();
         check(cc::decode(bytes_of(m), blocks[k].count, fused_.data() + blocks[k].offset), prev_,
               blocks[k], "pull");
-        if (next_ != j) send(next_, pull_tag(j), m);
+        record(Phase::kDecompress, blocks[k].tensor, begin, m.size);
+        if (next_ != j) send(next_, pull_tag(j), m, blocks[k]);
       }
     }
   }
@@ -177,7 +213,7 @@ class PushPull {
       for (auto& m : in) settle(m.request);
     for (auto& in : pulled_in_)
       for (auto& m : in) settle(m.request);
-    for (auto& r : sends_) settle(r);
+    for (auto& s : sends_) settle(s.request);
   }
 
   transport::Context& ctx_;
@@ -193,7 +229,7 @@ class PushPull {
   std::vector<std::vector<Message>> pushed_in_;  // [peer][block of own segment]
   std::vector<std::vector<Message>> pulled_in_;  // [segment][block]
   std::deque<Message> outgoing_;                 // stable addresses while sends are in flight
-  std::vector<transport::Request> sends_;
+  std::vector<Send> sends_;
 };
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "collectives/block_plan.h"
+#include "collectives/collective_options.h"  // CollectiveError
+#include "collectives/observer.h"
 #include "error_feedback.h"
 #include "threelc/transport/transport.h"
 
@@ -21,17 +23,9 @@ struct PushPullOptions {
   // Tags used on the data pairs: tag_base (push) and tag_base + 1 + j (pull of segment j), so
   // tag_base .. tag_base + size are taken for the duration of the call.
   uint32_t tag_base = 0x1000;
-};
-
-// A block that arrived malformed (or could not be encoded): names the peer (-1 for none).
-class CollectiveError : public std::runtime_error {
- public:
-  CollectiveError(int peer, const std::string& message)
-      : std::runtime_error(message), peer_(peer) {}
-  int peer() const { return peer_; }
-
- private:
-  int peer_;
+  // Records compress (encode), decompress (decode, decode-add), receive (each wait for a
+  // message) and send (from post to the wait that sees it complete) events; nullptr: none.
+  CollectiveObserver* observer = nullptr;
 };
 
 // Sums `fused` in place across the ranks of `context`; every rank ends with bitwise-identical

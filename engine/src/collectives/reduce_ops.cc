@@ -1,0 +1,337 @@
+#include "collectives/reduce_ops.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace threelc::engine {
+
+namespace {
+
+uint32_t bits_of(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
+float float_of(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// How one ElementType is stored and in which type its arithmetic happens.
+template <typename T>
+struct Native {
+  using Storage = T;
+  using Compute = T;
+  static T widen(T v) { return v; }
+  static T narrow(T v) { return v; }
+};
+
+struct Half {
+  using Storage = uint16_t;
+  using Compute = float;
+  static float widen(uint16_t v) { return half_to_float(v); }
+  static uint16_t narrow(float v) { return float_to_half(v); }
+};
+
+struct BFloat {
+  using Storage = uint16_t;
+  using Compute = float;
+  static float widen(uint16_t v) { return bfloat16_to_float(v); }
+  static uint16_t narrow(float v) { return float_to_bfloat16(v); }
+};
+
+[[noreturn]] void bad_type(const char* function, ElementType type) {
+  throw std::invalid_argument(std::string(function) + ": unknown element type " +
+                              std::to_string(static_cast<int>(type)));
+}
+
+[[noreturn]] void bad_op(const char* function, ReduceOp op) {
+  throw std::invalid_argument(std::string(function) + ": unknown reduce op " +
+                              std::to_string(static_cast<int>(op)));
+}
+
+// Calls f(Traits{}) for the traits of `type`.
+template <typename F>
+void with_traits(const char* function, ElementType type, F&& f) {
+  switch (type) {
+    case ElementType::kUint8:
+      return f(Native<uint8_t>{});
+    case ElementType::kInt8:
+      return f(Native<int8_t>{});
+    case ElementType::kInt32:
+      return f(Native<int32_t>{});
+    case ElementType::kInt64:
+      return f(Native<int64_t>{});
+    case ElementType::kFloat16:
+      return f(Half{});
+    case ElementType::kBFloat16:
+      return f(BFloat{});
+    case ElementType::kFloat32:
+      return f(Native<float>{});
+    case ElementType::kFloat64:
+      return f(Native<double>{});
+  }
+  bad_type(function, type);
+}
+
+template <typename T>
+T load(const void* base, size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const std::byte*>(base) + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+template <typename T>
+void store(void* base, size_t i, T v) {
+  std::memcpy(static_cast<std::byte*>(base) + i * sizeof(T), &v, sizeof(T));
+}
+
+// a op b in the compute type C (kAverage is reduced as kSum by the caller).
+template <ReduceOp kOp, typename C>
+C combine(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if constexpr (kOp == ReduceOp::kSum) return a + b;
+    if constexpr (kOp == ReduceOp::kProduct) return a * b;
+    if constexpr (kOp == ReduceOp::kMin) {
+      if (std::isnan(a)) return a;
+      if (std::isnan(b)) return b;
+      return b < a ? b : a;
+    }
+    if constexpr (kOp == ReduceOp::kMax) {
+      if (std::isnan(a)) return a;
+      if (std::isnan(b)) return b;
+      return b > a ? b : a;
+    }
+  } else {
+    using U = std::make_unsigned_t<C>;
+    // Unsigned arithmetic wraps; uint8 operands promote to int, where 255 * 255 still fits.
+    if constexpr (kOp == ReduceOp::kSum) {
+      return static_cast<C>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+    }
+    if constexpr (kOp == ReduceOp::kProduct) {
+      return static_cast<C>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+    }
+    if constexpr (kOp == ReduceOp::kMin) return b < a ? b : a;
+    if constexpr (kOp == ReduceOp::kMax) return b > a ? b : a;
+  }
+  return a;  // not reached: kAverage is mapped to kSum before
+}
+
+template <ReduceOp kOp, typename Traits>
+void reduce_loop(void* acc, const void* in, size_t count) {
+  using S = typename Traits::Storage;
+  for (size_t i = 0; i < count; ++i) {
+    const auto a = Traits::widen(load<S>(acc, i));
+    const auto b = Traits::widen(load<S>(in, i));
+    store<S>(acc, i, Traits::narrow(combine<kOp>(a, b)));
+  }
+}
+
+// Integer value of `d` truncated toward zero and saturated to T's range (NaN gives 0).
+template <typename T>
+T saturate(double d) {
+  if (std::isnan(d)) return T{0};
+  const double upper = std::ldexp(1.0, std::numeric_limits<T>::digits);  // max + 1, exact
+  const double lower = std::is_signed_v<T> ? -upper : 0.0;               // min, exact
+  if (d >= upper) return std::numeric_limits<T>::max();
+  if (d <= lower) return std::numeric_limits<T>::min();
+  return static_cast<T>(std::trunc(d));
+}
+
+}  // namespace
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1Fu;
+  uint32_t mantissa = h & 0x3FFu;
+  if (exponent == 0x1Fu) return float_of(sign | 0x7F800000u | (mantissa << 13));  // inf, NaN
+  if (exponent != 0) return float_of(sign | ((exponent + 112) << 23) | (mantissa << 13));
+  if (mantissa == 0) return float_of(sign);
+  // Subnormal half (mantissa * 2^-24): shift the leading one into the implicit bit.
+  uint32_t e = 113;
+  while ((mantissa & 0x400u) == 0) {
+    mantissa <<= 1;
+    --e;
+  }
+  return float_of(sign | (e << 23) | ((mantissa & 0x3FFu) << 13));
+}
+
+uint16_t float_to_half(float f) {
+  const uint32_t x = bits_of(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t a = x & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) {  // NaN: the top payload bits, made quiet so that it stays a NaN
+    return static_cast<uint16_t>(sign | 0x7E00u | ((a >> 13) & 0x3FFu));
+  }
+  if (a >= 0x477FF000u) {  // >= 65520 (the tie above 65504, whose mantissa is odd) and inf
+    return static_cast<uint16_t>(sign | 0x7C00u);
+  }
+  if (a >= 0x38800000u) {  // normal half (>= 2^-14): rebias the exponent, round 13 bits off
+    uint32_t h = (a - 0x38000000u) >> 13;
+    const uint32_t rest = a & 0x1FFFu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) != 0)) ++h;  // a carry is still right
+    return static_cast<uint16_t>(sign | h);
+  }
+  if (a <= 0x33000000u) return static_cast<uint16_t>(sign);  // <= 2^-25 (a tie) rounds to 0
+  // Subnormal half: the value in units of 2^-24 is m * 2^(e - 126), e in 102..112.
+  const uint32_t e = a >> 23;
+  const uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
+  const uint32_t shift = 126 - e;  // 14..24
+  uint32_t h = m >> shift;
+  const uint32_t rest = m & ((1u << shift) - 1);
+  const uint32_t tie = 1u << (shift - 1);
+  if (rest > tie || (rest == tie && (h & 1u) != 0)) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+float bfloat16_to_float(uint16_t b) { return float_of(static_cast<uint32_t>(b) << 16); }
+
+uint16_t float_to_bfloat16(float f) {
+  uint32_t x = bits_of(f);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // NaN
+  x += 0x7FFFu + ((x >> 16) & 1u);  // round to nearest even; overflow carries into inf
+  return static_cast<uint16_t>(x >> 16);
+}
+
+void reduce_into(ElementType type, ReduceOp op, void* acc, const void* in, size_t count) {
+  with_traits("reduce_into", type, [&](auto traits) {
+    using Traits = decltype(traits);
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAverage:
+        return reduce_loop<ReduceOp::kSum, Traits>(acc, in, count);
+      case ReduceOp::kProduct:
+        return reduce_loop<ReduceOp::kProduct, Traits>(acc, in, count);
+      case ReduceOp::kMin:
+        return reduce_loop<ReduceOp::kMin, Traits>(acc, in, count);
+      case ReduceOp::kMax:
+        return reduce_loop<ReduceOp::kMax, Traits>(acc, in, count);
+    }
+    bad_op("reduce_into", op);
+  });
+}
+
+void scale_values(ElementType type, void* data, size_t count, double factor) {
+  with_traits("scale_values", type, [&](auto traits) {
+    using Traits = decltype(traits);
+    using S = typename Traits::Storage;
+    using C = typename Traits::Compute;
+    if (factor == 1.0) return;
+    for (size_t i = 0; i < count; ++i) {
+      const C v = Traits::widen(load<S>(data, i));
+      if constexpr (std::is_same_v<C, double>) {
+        store<S>(data, i, Traits::narrow(v * factor));
+      } else if constexpr (std::is_same_v<C, float>) {
+        store<S>(data, i, Traits::narrow(v * static_cast<float>(factor)));
+      } else {
+        store<S>(data, i, saturate<C>(static_cast<double>(v) * factor));
+      }
+    }
+  });
+}
+
+void divide_values(ElementType type, void* data, size_t count, int64_t divisor) {
+  if (divisor == 0) throw std::invalid_argument("divide_values: division by zero");
+  with_traits("divide_values", type, [&](auto traits) {
+    using Traits = decltype(traits);
+    using S = typename Traits::Storage;
+    using C = typename Traits::Compute;
+    for (size_t i = 0; i < count; ++i) {
+      const C v = Traits::widen(load<S>(data, i));
+      if constexpr (std::is_floating_point_v<C>) {
+        store<S>(data, i, Traits::narrow(v / static_cast<C>(divisor)));
+      } else {
+        const auto wide = static_cast<int64_t>(v);  // NOLINT(bugprone-signed-char-misuse): int8
+        const int64_t q = (wide == std::numeric_limits<int64_t>::min() && divisor == -1)
+                              ? wide  // the one quotient int64 cannot hold: wraps to itself
+                              : wide / divisor;
+        store<S>(data, i, static_cast<C>(q));  // modulo 2^bits where it does not fit
+      }
+    }
+  });
+}
+
+void fill_identity(ElementType type, ReduceOp op, void* data, size_t count) {
+  with_traits("fill_identity", type, [&](auto traits) {
+    using Traits = decltype(traits);
+    using S = typename Traits::Storage;
+    using C = typename Traits::Compute;
+    using Limits = std::numeric_limits<C>;
+    C identity{};
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAverage:
+        identity = C{0};
+        break;
+      case ReduceOp::kProduct:
+        identity = C{1};
+        break;
+      case ReduceOp::kMin:
+        if constexpr (Limits::has_infinity) {
+          identity = Limits::infinity();
+        } else {
+          identity = Limits::max();
+        }
+        break;
+      case ReduceOp::kMax:
+        if constexpr (Limits::has_infinity) {
+          identity = -Limits::infinity();
+        } else {
+          identity = Limits::lowest();
+        }
+        break;
+      default:
+        bad_op("fill_identity", op);
+    }
+    const S stored = Traits::narrow(identity);
+    for (size_t i = 0; i < count; ++i) store<S>(data, i, stored);
+  });
+}
+
+void to_float32(ElementType type, const void* in, float* out, size_t count) {
+  switch (type) {
+    case ElementType::kFloat16:
+      for (size_t i = 0; i < count; ++i) out[i] = half_to_float(load<uint16_t>(in, i));
+      return;
+    case ElementType::kBFloat16:
+      for (size_t i = 0; i < count; ++i) out[i] = bfloat16_to_float(load<uint16_t>(in, i));
+      return;
+    case ElementType::kFloat32:
+      if (count != 0) std::memmove(out, in, count * sizeof(float));
+      return;
+    case ElementType::kFloat64:
+      for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(load<double>(in, i));
+      return;
+    default:
+      throw std::invalid_argument(std::string("to_float32: ") + element_type_name(type) +
+                                  " is not a floating-point type");
+  }
+}
+
+void from_float32(ElementType type, const float* in, void* out, size_t count) {
+  switch (type) {
+    case ElementType::kFloat16:
+      for (size_t i = 0; i < count; ++i) store<uint16_t>(out, i, float_to_half(in[i]));
+      return;
+    case ElementType::kBFloat16:
+      for (size_t i = 0; i < count; ++i) store<uint16_t>(out, i, float_to_bfloat16(in[i]));
+      return;
+    case ElementType::kFloat32:
+      if (count != 0) std::memmove(out, in, count * sizeof(float));
+      return;
+    case ElementType::kFloat64:
+      for (size_t i = 0; i < count; ++i) store<double>(out, i, static_cast<double>(in[i]));
+      return;
+    default:
+      throw std::invalid_argument(std::string("from_float32: ") + element_type_name(type) +
+                                  " is not a floating-point type");
+  }
+}
+
+}  // namespace threelc::engine

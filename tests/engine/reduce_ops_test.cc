@@ -1,0 +1,446 @@
+// The elementwise kernels of the uncompressed collectives (collectives/reduce_ops.h): every
+// element type and op, the fp16 / bf16 conversions (exhaustively where that is cheap), the
+// identities, scaling with saturation and averaging.
+#include "collectives/reduce_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "collectives/observer.h"
+#include "element_type.h"
+
+namespace te = threelc::engine;
+using te::ElementType;
+using te::ReduceOp;
+
+namespace {
+
+uint32_t bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+float from_bits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+
+bool half_is_nan(uint16_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu) != 0; }
+bool bf16_is_nan(uint16_t b) { return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0; }
+
+// The value of a finite half from its definition, in double.
+double half_value(uint16_t h) {
+  const int exponent = (h >> 10) & 0x1F;
+  const int mantissa = h & 0x3FF;
+  const double magnitude =
+      exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1024 + mantissa, exponent - 25);
+  return (h & 0x8000u) != 0 ? -magnitude : magnitude;
+}
+
+// a and b hold the same values of `type` (floats compared as values: -0 == +0, NaN == NaN).
+bool same_values(ElementType type, const std::byte* a, const std::byte* b, size_t count) {
+  if (!te::is_floating(type)) return std::memcmp(a, b, count * te::element_size(type)) == 0;
+  for (size_t i = 0; i < count; ++i) {
+    double x = 0;
+    double y = 0;
+    if (type == ElementType::kFloat64) {
+      std::memcpy(&x, a + i * 8, 8);
+      std::memcpy(&y, b + i * 8, 8);
+    } else {
+      const size_t es = te::element_size(type);
+      float fx = 0;
+      float fy = 0;
+      te::to_float32(type, a + i * es, &fx, 1);
+      te::to_float32(type, b + i * es, &fy, 1);
+      x = fx;
+      y = fy;
+    }
+    if (!(x == y || (std::isnan(x) && std::isnan(y)))) return false;
+  }
+  return true;
+}
+
+// Applies one op to two values of T stored in byte buffers and returns the result.
+template <typename T>
+T reduce_one(ElementType type, ReduceOp op, T a, T b) {
+  te::reduce_into(type, op, &a, &b, 1);
+  return a;
+}
+
+TEST(ElementType, NamesOfTypesAndOps) {
+  EXPECT_STREQ(te::element_type_name(ElementType::kUint8), "uint8");
+  EXPECT_STREQ(te::element_type_name(ElementType::kBFloat16), "bfloat16");
+  EXPECT_STREQ(te::element_type_name(ElementType::kFloat64), "float64");
+  EXPECT_STREQ(te::reduce_op_name(ReduceOp::kAverage), "average");
+  EXPECT_STREQ(te::reduce_op_name(ReduceOp::kProduct), "product");
+  EXPECT_STREQ(te::phase_name(te::Phase::kReduce), "reduce");
+  EXPECT_STREQ(te::phase_name(te::Phase::kDecompress), "decompress");
+}
+
+TEST(Float16, WideningMatchesTheDefinitionForEveryFiniteValue) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const auto v = static_cast<uint16_t>(h);
+    if ((v & 0x7C00u) == 0x7C00u) continue;
+    ASSERT_EQ(static_cast<double>(te::half_to_float(v)), half_value(v)) << std::hex << h;
+  }
+  EXPECT_EQ(te::half_to_float(0x7C00), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(te::half_to_float(0xFC00), -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(te::half_to_float(0x7E00)));
+  EXPECT_TRUE(std::isnan(te::half_to_float(0xFC01)));
+  EXPECT_EQ(bits(te::half_to_float(0x8000)), 0x80000000u);  // -0 keeps its sign
+}
+
+TEST(Float16, EveryValueRoundTripsAndNaNStaysNaN) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const auto v = static_cast<uint16_t>(h);
+    const uint16_t back = te::float_to_half(te::half_to_float(v));
+    if (half_is_nan(v)) {
+      ASSERT_TRUE(half_is_nan(back)) << std::hex << h;
+      ASSERT_EQ(back & 0x8000u, v & 0x8000u) << std::hex << h;
+      if ((v & 0x200u) != 0) {
+        ASSERT_EQ(back, v) << std::hex << h;  // quiet NaNs keep their payload
+      }
+    } else {
+      ASSERT_EQ(back, v) << std::hex << h;
+    }
+  }
+}
+
+// Between every two neighbouring finite halves: the midpoint goes to the even one, anything a
+// float ulp off the midpoint to the nearer one (both signs; the step to inf is an edge case).
+TEST(Float16, NarrowingRoundsToNearestEvenEverywhere) {
+  for (uint32_t h = 0; h < 0x7BFFu; ++h) {
+    for (const uint32_t sign : {0u, 0x8000u}) {
+      const auto lo = static_cast<uint16_t>(h | sign);
+      const auto hi = static_cast<uint16_t>((h + 1) | sign);
+      const float a = te::half_to_float(lo);
+      const float b = te::half_to_float(hi);
+      const auto mid = static_cast<float>((static_cast<double>(a) + static_cast<double>(b)) / 2);
+      ASSERT_EQ(static_cast<double>(mid), (static_cast<double>(a) + static_cast<double>(b)) / 2);
+      ASSERT_EQ(te::float_to_half(mid), (h & 1u) == 0 ? lo : hi) << std::hex << h;
+      ASSERT_EQ(te::float_to_half(std::nextafter(mid, a)), lo) << std::hex << h;
+      ASSERT_EQ(te::float_to_half(std::nextafter(mid, b)), hi) << std::hex << h;
+    }
+  }
+}
+
+TEST(Float16, NarrowingEdgeCases) {
+  EXPECT_EQ(te::float_to_half(1.0f), 0x3C00);
+  EXPECT_EQ(te::float_to_half(-2.0f), 0xC000);
+  EXPECT_EQ(te::float_to_half(-0.0f), 0x8000);
+  EXPECT_EQ(te::float_to_half(65504.0f), 0x7BFF);
+  EXPECT_EQ(te::float_to_half(65519.996f), 0x7BFF);
+  EXPECT_EQ(te::float_to_half(65520.0f), 0x7C00);  // the tie above the largest half: to inf
+  EXPECT_EQ(te::float_to_half(1e10f), 0x7C00);
+  EXPECT_EQ(te::float_to_half(-1e10f), 0xFC00);
+  EXPECT_EQ(te::float_to_half(std::numeric_limits<float>::infinity()), 0x7C00);
+  EXPECT_EQ(te::float_to_half(-std::numeric_limits<float>::infinity()), 0xFC00);
+  EXPECT_TRUE(half_is_nan(te::float_to_half(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_TRUE(half_is_nan(te::float_to_half(from_bits(0x7F800001u))));  // payload only low bits
+  EXPECT_TRUE(half_is_nan(te::float_to_half(from_bits(0xFF800001u))));
+  EXPECT_EQ(te::float_to_half(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(te::float_to_half(std::ldexp(1.0f, -25)), 0x0000);  // tie: to even zero
+  EXPECT_EQ(te::float_to_half(-std::ldexp(1.0f, -25)), 0x8000);
+  EXPECT_EQ(te::float_to_half(std::nextafter(std::ldexp(1.0f, -25), 1.0f)), 0x0001);
+  EXPECT_EQ(te::float_to_half(std::ldexp(1.5f, -24)), 0x0002);     // tie: 1 -> 2
+  EXPECT_EQ(te::float_to_half(std::ldexp(2.5f, -24)), 0x0002);     // tie: 3 -> 2
+  EXPECT_EQ(te::float_to_half(std::ldexp(1023.5f, -24)), 0x0400);  // into the normals
+  EXPECT_EQ(te::float_to_half(std::ldexp(1.0f, -14)), 0x0400);     // smallest normal
+  EXPECT_EQ(te::float_to_half(std::numeric_limits<float>::denorm_min()), 0x0000);
+  EXPECT_EQ(te::float_to_half(std::numeric_limits<float>::min()), 0x0000);
+  EXPECT_EQ(te::float_to_half(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie to even
+  EXPECT_EQ(te::float_to_half(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);
+}
+
+TEST(BFloat16, EveryValueRoundTripsAndNaNStaysNaN) {
+  for (uint32_t b = 0; b < 0x10000u; ++b) {
+    const auto v = static_cast<uint16_t>(b);
+    const float f = te::bfloat16_to_float(v);
+    EXPECT_EQ(bits(f), b << 16);
+    const uint16_t back = te::float_to_bfloat16(f);
+    if (bf16_is_nan(v)) {
+      ASSERT_TRUE(bf16_is_nan(back)) << std::hex << b;
+      if ((v & 0x40u) != 0) {
+        ASSERT_EQ(back, v) << std::hex << b;
+      }
+    } else {
+      ASSERT_EQ(back, v) << std::hex << b;
+    }
+  }
+}
+
+TEST(BFloat16, NarrowingRoundsToNearestEvenEverywhere) {
+  for (uint32_t b = 0; b < 0x7F80u; ++b) {
+    for (const uint32_t sign : {0u, 0x8000u}) {
+      const auto lo = static_cast<uint16_t>(b | sign);
+      const auto hi = static_cast<uint16_t>((b + 1) | sign);
+      const uint32_t mid_bits = (static_cast<uint32_t>(lo) << 16) | 0x8000u;  // exact midpoint
+      ASSERT_EQ(te::float_to_bfloat16(from_bits(mid_bits)), (b & 1u) == 0 ? lo : hi);
+      ASSERT_EQ(te::float_to_bfloat16(from_bits(mid_bits - 1)), lo);
+      ASSERT_EQ(te::float_to_bfloat16(from_bits(mid_bits + 1)), hi);
+    }
+  }
+  EXPECT_EQ(te::float_to_bfloat16(std::numeric_limits<float>::max()), 0x7F80);  // to inf
+  EXPECT_EQ(te::float_to_bfloat16(-std::numeric_limits<float>::infinity()), 0xFF80);
+  EXPECT_EQ(te::float_to_bfloat16(from_bits(0x00008000u)), 0x0000);  // subnormal tie to even
+  EXPECT_EQ(te::float_to_bfloat16(from_bits(0x00018000u)), 0x0002);
+  EXPECT_TRUE(bf16_is_nan(te::float_to_bfloat16(from_bits(0x7F800001u))));
+  EXPECT_EQ(te::float_to_bfloat16(1.0f), 0x3F80);
+}
+
+TEST(Conversions, ToAndFromFloat32ForEveryFloatType) {
+  const std::vector<float> in = {1.0f, -0.5f, 65504.0f, 1e-7f, 3.14159f};
+  std::vector<float> back(in.size());
+  for (const auto type : {ElementType::kFloat16, ElementType::kBFloat16, ElementType::kFloat32,
+                          ElementType::kFloat64}) {
+    std::vector<std::byte> stored(in.size() * te::element_size(type) + 1);
+    te::from_float32(type, in.data(), stored.data() + 1, in.size());  // unaligned on purpose
+    te::to_float32(type, stored.data() + 1, back.data(), in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      float want = in[i];
+      if (type == ElementType::kFloat16) want = te::half_to_float(te::float_to_half(in[i]));
+      if (type == ElementType::kBFloat16)
+        want = te::bfloat16_to_float(te::float_to_bfloat16(in[i]));
+      EXPECT_EQ(back[i], want) << te::element_type_name(type) << " " << i;
+    }
+  }
+  const double d[] = {0.1, 1e300, -1e-300};
+  float f[3];
+  te::to_float32(ElementType::kFloat64, d, f, 3);
+  EXPECT_EQ(f[0], static_cast<float>(0.1));
+  EXPECT_EQ(f[1], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(bits(f[2]), 0x80000000u);
+  int32_t i32 = 0;
+  EXPECT_THROW(te::to_float32(ElementType::kInt32, &i32, f, 1), std::invalid_argument);
+  EXPECT_THROW(te::from_float32(ElementType::kUint8, f, &i32, 1), std::invalid_argument);
+}
+
+TEST(ReduceInto, IntegersWrapLikeUnsignedArithmetic) {
+  EXPECT_EQ(reduce_one<uint8_t>(ElementType::kUint8, ReduceOp::kSum, 200, 100), 44);
+  EXPECT_EQ(reduce_one<uint8_t>(ElementType::kUint8, ReduceOp::kProduct, 16, 17), 16);
+  EXPECT_EQ(reduce_one<uint8_t>(ElementType::kUint8, ReduceOp::kProduct, 255, 255), 1);
+  EXPECT_EQ(reduce_one<int8_t>(ElementType::kInt8, ReduceOp::kSum, 100, 100), -56);
+  EXPECT_EQ(reduce_one<int8_t>(ElementType::kInt8, ReduceOp::kProduct, -128, -1), -128);
+  EXPECT_EQ(reduce_one<int32_t>(ElementType::kInt32, ReduceOp::kSum,
+                                std::numeric_limits<int32_t>::max(), 1),
+            std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(reduce_one<int32_t>(ElementType::kInt32, ReduceOp::kProduct, 65536, 65536), 0);
+  EXPECT_EQ(reduce_one<int32_t>(ElementType::kInt32, ReduceOp::kProduct, -3, 7), -21);
+  EXPECT_EQ(reduce_one<int64_t>(ElementType::kInt64, ReduceOp::kSum,
+                                std::numeric_limits<int64_t>::max(), 1),
+            std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(reduce_one<int64_t>(ElementType::kInt64, ReduceOp::kProduct,
+                                std::numeric_limits<int64_t>::max(), 2),
+            -2);
+  EXPECT_EQ(reduce_one<int64_t>(ElementType::kInt64, ReduceOp::kAverage, -5, 3), -2);
+}
+
+TEST(ReduceInto, IntegerMinMaxAreSigned) {
+  EXPECT_EQ(reduce_one<uint8_t>(ElementType::kUint8, ReduceOp::kMin, 200, 100), 100);
+  EXPECT_EQ(reduce_one<uint8_t>(ElementType::kUint8, ReduceOp::kMax, 200, 100), 200);
+  EXPECT_EQ(reduce_one<int8_t>(ElementType::kInt8, ReduceOp::kMin, -100, 100), -100);
+  EXPECT_EQ(reduce_one<int8_t>(ElementType::kInt8, ReduceOp::kMax, -100, 100), 100);
+  EXPECT_EQ(reduce_one<int32_t>(ElementType::kInt32, ReduceOp::kMin, -1, 0), -1);
+  EXPECT_EQ(reduce_one<int64_t>(ElementType::kInt64, ReduceOp::kMax,
+                                std::numeric_limits<int64_t>::min(), -1),
+            -1);
+}
+
+TEST(ReduceInto, FloatsIncludingNaNAndInf) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(reduce_one<float>(ElementType::kFloat32, ReduceOp::kSum, 1.5f, 2.25f), 3.75f);
+  EXPECT_EQ(reduce_one<float>(ElementType::kFloat32, ReduceOp::kAverage, 1.5f, 2.25f), 3.75f);
+  EXPECT_EQ(reduce_one<float>(ElementType::kFloat32, ReduceOp::kProduct, 1.5f, -4.0f), -6.0f);
+  EXPECT_EQ(reduce_one<float>(ElementType::kFloat32, ReduceOp::kMin, 1.5f, -inf), -inf);
+  EXPECT_EQ(reduce_one<float>(ElementType::kFloat32, ReduceOp::kMax, 1.5f, inf), inf);
+  EXPECT_TRUE(std::isnan(reduce_one<float>(ElementType::kFloat32, ReduceOp::kMin, 1.0f, nan)));
+  EXPECT_TRUE(std::isnan(reduce_one<float>(ElementType::kFloat32, ReduceOp::kMax, nan, 1.0f)));
+  EXPECT_TRUE(std::isnan(reduce_one<float>(ElementType::kFloat32, ReduceOp::kSum, inf, -inf)));
+  EXPECT_EQ(reduce_one<double>(ElementType::kFloat64, ReduceOp::kSum, 0.1, 0.2), 0.1 + 0.2);
+  EXPECT_EQ(reduce_one<double>(ElementType::kFloat64, ReduceOp::kProduct, 1e300, 1e10),
+            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(reduce_one<double>(ElementType::kFloat64, ReduceOp::kMin, -0.5, 0.25), -0.5);
+  EXPECT_TRUE(std::isnan(reduce_one<double>(ElementType::kFloat64, ReduceOp::kMax, 2.0, NAN)));
+}
+
+TEST(ReduceInto, HalfAndBFloat16ComputeInFloatAndRoundToNearestEven) {
+  // 1 + 2^-11 is a tie between 1 and 1 + 2^-10: to even (1); 1 + 2^-10 + 2^-11: to 1 + 2^-9.
+  EXPECT_EQ(reduce_one<uint16_t>(ElementType::kFloat16, ReduceOp::kSum, 0x3C00, 0x1000), 0x3C00);
+  EXPECT_EQ(reduce_one<uint16_t>(ElementType::kFloat16, ReduceOp::kSum, 0x3C01, 0x1000), 0x3C02);
+  EXPECT_EQ(reduce_one<uint16_t>(ElementType::kFloat16, ReduceOp::kProduct, 0x5C00, 0x5C00),
+            0x7C00);  // 256^2 overflows to inf
+  EXPECT_EQ(reduce_one<uint16_t>(ElementType::kFloat16, ReduceOp::kMin, 0xBC00, 0x3C00), 0xBC00);
+  EXPECT_EQ(reduce_one<uint16_t>(ElementType::kFloat16, ReduceOp::kMax, 0xBC00, 0x3C00), 0x3C00);
+  EXPECT_TRUE(
+      half_is_nan(reduce_one<uint16_t>(ElementType::kFloat16, ReduceOp::kMax, 0x3C00, 0x7E00)));
+  // bf16: 1 + 2^-8 is a tie between 1 and 1 + 2^-7.
+  EXPECT_EQ(reduce_one<uint16_t>(ElementType::kBFloat16, ReduceOp::kSum, 0x3F80, 0x3B80), 0x3F80);
+  EXPECT_EQ(reduce_one<uint16_t>(ElementType::kBFloat16, ReduceOp::kSum, 0x3F81, 0x3B80), 0x3F82);
+  EXPECT_EQ(reduce_one<uint16_t>(ElementType::kBFloat16, ReduceOp::kProduct, 0x4000, 0xC040),
+            0xC0C0);  // 2 * -3 = -6
+}
+
+// Random arrays of every type and op against a per-element reference, with unaligned buffers.
+TEST(ReduceInto, EveryTypeAndOpOnUnalignedArrays) {
+  std::mt19937_64 rng(7);
+  constexpr size_t kCount = 257;
+  for (int t = 0; t < te::kElementTypeCount; ++t) {
+    const auto type = static_cast<ElementType>(t);
+    const size_t es = te::element_size(type);
+    for (int o = 0; o < te::kReduceOpCount; ++o) {
+      const auto op = static_cast<ReduceOp>(o);
+      std::vector<std::byte> acc(kCount * es + 3), in(kCount * es + 5);
+      for (auto& b : acc) b = static_cast<std::byte>(rng());
+      for (auto& b : in) b = static_cast<std::byte>(rng());
+      std::vector<std::byte> want(acc.begin() + 3, acc.end());
+      for (size_t i = 0; i < kCount; ++i) {
+        te::reduce_into(type, op, want.data() + i * es, in.data() + 5 + i * es, 1);
+      }
+      te::reduce_into(type, op, acc.data() + 3, in.data() + 5, kCount);
+      ASSERT_EQ(std::memcmp(acc.data() + 3, want.data(), want.size()), 0)
+          << te::element_type_name(type) << " " << te::reduce_op_name(op);
+      // The identity of the op changes no value (from either side).
+      std::vector<std::byte> id(kCount * es);
+      te::fill_identity(type, op, id.data(), kCount);
+      std::vector<std::byte> x(in.begin() + 5, in.end());
+      te::reduce_into(type, op, x.data(), id.data(), kCount);
+      ASSERT_TRUE(same_values(type, x.data(), in.data() + 5, kCount))
+          << "identity of " << te::element_type_name(type) << " " << te::reduce_op_name(op);
+      te::reduce_into(type, op, id.data(), in.data() + 5, kCount);
+      ASSERT_TRUE(same_values(type, id.data(), in.data() + 5, kCount))
+          << "identity of " << te::element_type_name(type) << " " << te::reduce_op_name(op);
+    }
+  }
+  int64_t v = 0;
+  EXPECT_THROW(te::reduce_into(static_cast<ElementType>(99), ReduceOp::kSum, &v, &v, 1),
+               std::invalid_argument);
+  EXPECT_THROW(te::reduce_into(ElementType::kInt64, static_cast<ReduceOp>(99), &v, &v, 1),
+               std::invalid_argument);
+}
+
+TEST(FillIdentity, ValuesPerTypeAndOp) {
+  uint16_t h = 0;
+  te::fill_identity(ElementType::kFloat16, ReduceOp::kMin, &h, 1);
+  EXPECT_EQ(h, 0x7C00);
+  te::fill_identity(ElementType::kFloat16, ReduceOp::kMax, &h, 1);
+  EXPECT_EQ(h, 0xFC00);
+  te::fill_identity(ElementType::kFloat16, ReduceOp::kProduct, &h, 1);
+  EXPECT_EQ(h, 0x3C00);
+  te::fill_identity(ElementType::kBFloat16, ReduceOp::kMin, &h, 1);
+  EXPECT_EQ(h, 0x7F80);
+  te::fill_identity(ElementType::kBFloat16, ReduceOp::kMax, &h, 1);
+  EXPECT_EQ(h, 0xFF80);
+  te::fill_identity(ElementType::kBFloat16, ReduceOp::kSum, &h, 1);
+  EXPECT_EQ(h, 0x0000);
+  int8_t i8[2] = {5, 5};
+  te::fill_identity(ElementType::kInt8, ReduceOp::kMin, i8, 2);
+  EXPECT_EQ(i8[1], 127);
+  te::fill_identity(ElementType::kInt8, ReduceOp::kMax, i8, 2);
+  EXPECT_EQ(i8[0], -128);
+  uint8_t u8 = 5;
+  te::fill_identity(ElementType::kUint8, ReduceOp::kMax, &u8, 1);
+  EXPECT_EQ(u8, 0);
+  int64_t i64 = 0;
+  te::fill_identity(ElementType::kInt64, ReduceOp::kMin, &i64, 1);
+  EXPECT_EQ(i64, std::numeric_limits<int64_t>::max());
+  te::fill_identity(ElementType::kInt64, ReduceOp::kAverage, &i64, 1);
+  EXPECT_EQ(i64, 0);
+  double d = 0;
+  te::fill_identity(ElementType::kFloat64, ReduceOp::kMax, &d, 1);
+  EXPECT_EQ(d, -std::numeric_limits<double>::infinity());
+  float f = 0;
+  te::fill_identity(ElementType::kFloat32, ReduceOp::kProduct, &f, 1);
+  EXPECT_EQ(f, 1.0f);
+}
+
+TEST(ScaleValues, FloatsInTheirPrecisionIntegersTruncatedAndSaturated) {
+  double d = 0.1;
+  te::scale_values(ElementType::kFloat64, &d, 1, 3.0);
+  EXPECT_EQ(d, 0.1 * 3.0);
+  float f = 0.1f;
+  te::scale_values(ElementType::kFloat32, &f, 1, 0.1);
+  EXPECT_EQ(f, 0.1f * static_cast<float>(0.1));
+  uint16_t h = 0x4200;  // 3.0
+  te::scale_values(ElementType::kFloat16, &h, 1, 0.5);
+  EXPECT_EQ(h, 0x3E00);  // 1.5
+  h = 0x7BFF;
+  te::scale_values(ElementType::kFloat16, &h, 1, 2.0);
+  EXPECT_EQ(h, 0x7C00);
+  uint16_t b = 0x3F80;  // 1.0
+  te::scale_values(ElementType::kBFloat16, &b, 1, 1.0 / 3.0);
+  EXPECT_EQ(b, te::float_to_bfloat16(static_cast<float>(1.0 / 3.0)));
+
+  int8_t i8[4] = {100, -100, 7, -7};
+  te::scale_values(ElementType::kInt8, i8, 4, 2.0);
+  EXPECT_EQ(i8[0], 127);
+  EXPECT_EQ(i8[1], -128);
+  EXPECT_EQ(i8[2], 14);
+  EXPECT_EQ(i8[3], -14);
+  int32_t i32[2] = {7, -7};
+  te::scale_values(ElementType::kInt32, i32, 2, 0.5);
+  EXPECT_EQ(i32[0], 3);  // toward zero
+  EXPECT_EQ(i32[1], -3);
+  uint8_t u8[2] = {200, 10};
+  te::scale_values(ElementType::kUint8, u8, 2, 2.0);
+  EXPECT_EQ(u8[0], 255);
+  EXPECT_EQ(u8[1], 20);
+  te::scale_values(ElementType::kUint8, u8, 2, -1.0);
+  EXPECT_EQ(u8[0], 0);
+  int64_t i64[3] = {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(),
+                    1 << 20};
+  te::scale_values(ElementType::kInt64, i64, 3, 1.5);
+  EXPECT_EQ(i64[0], std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(i64[1], std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(i64[2], 3 << 19);
+  te::scale_values(ElementType::kInt64, i64, 3, std::nan(""));
+  EXPECT_EQ(i64[2], 0);
+}
+
+TEST(ScaleValues, FactorOneLeavesEveryBitAlone) {
+  uint16_t h[2] = {0x7C01, 0x0001};  // a signalling NaN and a subnormal
+  te::scale_values(ElementType::kFloat16, h, 2, 1.0);
+  EXPECT_EQ(h[0], 0x7C01);
+  EXPECT_EQ(h[1], 0x0001);
+  int64_t i = std::numeric_limits<int64_t>::max();  // not exact in double
+  te::scale_values(ElementType::kInt64, &i, 1, 1.0);
+  EXPECT_EQ(i, std::numeric_limits<int64_t>::max());
+}
+
+TEST(DivideValues, FloatsDivideIntegersTruncate) {
+  int32_t i32[3] = {-7, 7, 9};
+  te::divide_values(ElementType::kInt32, i32, 3, 2);
+  EXPECT_EQ(i32[0], -3);
+  EXPECT_EQ(i32[1], 3);
+  EXPECT_EQ(i32[2], 4);
+  int64_t i64 = std::numeric_limits<int64_t>::min();
+  te::divide_values(ElementType::kInt64, &i64, 1, -1);
+  EXPECT_EQ(i64, std::numeric_limits<int64_t>::min());
+  int8_t i8 = -128;
+  te::divide_values(ElementType::kInt8, &i8, 1, -1);
+  EXPECT_EQ(i8, -128);
+  uint8_t u8 = 255;
+  te::divide_values(ElementType::kUint8, &u8, 1, 4);
+  EXPECT_EQ(u8, 63);
+  float f = 1.0f;
+  te::divide_values(ElementType::kFloat32, &f, 1, 3);
+  EXPECT_EQ(f, 1.0f / 3.0f);
+  double d = 1.0;
+  te::divide_values(ElementType::kFloat64, &d, 1, 3);
+  EXPECT_EQ(d, 1.0 / 3.0);
+  uint16_t h = 0x3C00;
+  te::divide_values(ElementType::kFloat16, &h, 1, 3);
+  EXPECT_EQ(h, te::float_to_half(1.0f / 3.0f));
+  EXPECT_THROW(te::divide_values(ElementType::kFloat32, &f, 1, 0), std::invalid_argument);
+}
+
+}  // namespace
