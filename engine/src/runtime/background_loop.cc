@@ -37,7 +37,7 @@ std::vector<OpRequest> BackgroundLoop::resolve(const CycleRequest& request) cons
   return out;
 }
 
-CycleResponse BackgroundLoop::coordinate(CycleRequest own) {
+CycleResponse BackgroundLoop::coordinate(const CycleRequest& own) {
   const auto now = Coordinator::Clock::now();
   std::deque<ControlReceive> receives;
   for (int peer = 1; peer < size_; ++peer) receives.emplace_back(parts_.context->control(peer));
@@ -71,7 +71,7 @@ CycleResponse BackgroundLoop::negotiate(bool shutdown) {
       own.requests.push_back(std::move(r));
     }
   }
-  if (rank_ == 0) return coordinate(std::move(own));
+  if (rank_ == 0) return coordinate(own);
   ControlReceive receive(parts_.context->control(0));
   send_control(parts_.context->control(0), serialize(own));
   try {
@@ -83,8 +83,10 @@ CycleResponse BackgroundLoop::negotiate(bool shutdown) {
 
 void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
   std::vector<std::optional<Operation>> taken;
+  taken.reserve(response.tensors.size());
   for (const OpRequest& t : response.tensors) taken.push_back(parts_.queue->take(t.name));
   std::vector<const Operation*> local;  // after `taken` is complete: it points into it
+  local.reserve(taken.size());
   for (const auto& op : taken) local.push_back(op ? &*op : nullptr);
   auto finish = [&](int code, const std::string& message, std::vector<OpResult>* results) {
     for (size_t i = 0; i < taken.size(); ++i) {

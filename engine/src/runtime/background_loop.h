@@ -50,7 +50,7 @@ class BackgroundLoop {
 
  private:
   CycleResponse negotiate(bool shutdown);
-  CycleResponse coordinate(CycleRequest own);
+  CycleResponse coordinate(const CycleRequest& own);
   std::vector<OpRequest> resolve(const CycleRequest& request) const;
   void execute(const Response& response, int64_t arrived_ns);
 
