@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/scratch_buffer.h"
 #include "threelc/compression/codec.h"
 
 namespace threelc::engine {
@@ -13,7 +14,7 @@ namespace {
 namespace cc = threelc::compression;
 
 struct Message {
-  std::vector<uint8_t> bytes;
+  ScratchBuffer<uint8_t> bytes;
   size_t size = 0;
   transport::Request request;
 };
@@ -171,7 +172,7 @@ class PushPull {
         const int64_t begin = start();
         check(cc::decode_add(bytes_of(m), b.count, 1.0f, dst), p, b, "push");
         record(Phase::kDecompress, b.tensor, begin, m.size);
-        std::vector<uint8_t>().swap(m.bytes);
+        m.bytes.release();
       }
       const Message& out = encode(b, error_at(b));
       if (options_.compress) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "collectives/reduce_ops.h"
+#include "collectives/scratch_buffer.h"
 
 namespace threelc::engine {
 
@@ -143,7 +144,7 @@ class RawAllreduce {
   int prev_;
   BlockPlan plan_;
   detail::Transfers transfers_;
-  std::vector<std::vector<std::byte>> staging_;  // [peer]: its pushes of this rank's segment
+  std::vector<ScratchBuffer<std::byte>> staging_;  // [peer]: its pushes of this rank's segment
   std::vector<std::vector<size_t>> push_ids_;    // [peer][block of own segment]
   std::vector<std::vector<size_t>> pull_ids_;    // [segment][block]
 };

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "collectives/reduce_ops.h"
+#include "collectives/scratch_buffer.h"
 
 namespace threelc::engine {
 
@@ -51,7 +52,7 @@ void reducescatter(transport::Context& context, std::span<const std::byte> input
 
   detail::Transfers transfers(context, options.observer,
                               "reducescatter rank " + std::to_string(rank));
-  std::vector<std::vector<std::byte>> staging(n);  // [peer]: its part for this rank
+  std::vector<ScratchBuffer<std::byte>> staging(n);  // [peer]: its part for this rank
   std::vector<std::vector<size_t>> ids(n);         // [peer][chunk]
   transfers.run([&] {
     for (int p = 0; p < size; ++p) {

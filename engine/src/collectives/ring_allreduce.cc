@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "collectives/collective_options.h"
+#include "collectives/scratch_buffer.h"
 #include "threelc/compression/codec.h"
 
 namespace threelc::engine {
@@ -17,7 +18,7 @@ namespace cc = threelc::compression;
 
 // A received or encoded block; its buffer is sized for the worst case.
 struct Message {
-  std::vector<uint8_t> bytes;
+  ScratchBuffer<uint8_t> bytes;
   size_t size = 0;
   size_t id = 0;  // receive: the Transfers id
 };
@@ -137,7 +138,7 @@ class RingAllreduce {
     check(cc::decode_add(bytes_of(m), b.count, 1.0f, fused_.data() + b.offset), prev_, b,
           "reduce-scatter");
     record(Phase::kDecompress, b.tensor, begin, m.size);
-    std::vector<uint8_t>().swap(m.bytes);
+    m.bytes.release();
   }
 
   void reduce_scatter() {

@@ -1,5 +1,6 @@
 #include "negotiation/consistency.h"
 
+#include <charconv>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -14,6 +15,14 @@ std::string dims(const std::vector<int64_t>& v, size_t from) {
   for (size_t i = from; i < v.size(); ++i) out << (i > from ? ", " : "") << v[i];
   out << ']';
   return out.str();
+}
+
+// The shortest text that reads back as exactly `v`: values that differ never print alike.
+template <typename T>
+std::string exact(T v) {
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof text, v);
+  return std::string(text, result.ptr);
 }
 
 struct Field {
@@ -36,21 +45,12 @@ std::vector<Field> fields_of(OpKind kind) {
   if (kind == OpKind::kAllreduce || kind == OpKind::kReducescatter) {
     f.push_back(
         {"reduce op", [](const OpRequest& r) { return std::string(reduce_op_name(r.op)); }});
-    f.push_back({"prescale/postscale", [](const OpRequest& r) {
-                   std::ostringstream out;
-                   out << r.prescale << '/' << r.postscale;
-                   return out.str();
-                 }});
+    f.push_back({"prescale/postscale",
+                 [](const OpRequest& r) { return exact(r.prescale) + '/' + exact(r.postscale); }});
   }
   if (kind == OpKind::kAllreduce) {
     f.push_back({"compression", [](const OpRequest& r) {
-                   std::ostringstream out;
-                   if (r.compress) {
-                     out << "3lc s=" << r.sparsity;
-                   } else {
-                     out << "none";
-                   }
-                   return out.str();
+                   return r.compress ? "3lc s=" + exact(r.sparsity) : std::string("none");
                  }});
   }
   if (kind == OpKind::kBroadcast) {

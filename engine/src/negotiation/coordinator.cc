@@ -15,34 +15,47 @@ Coordinator::Coordinator(const Options& options)
 
 Coordinator::~Coordinator() = default;
 
+Coordinator::Pending& Coordinator::join_pending() {
+  if (join_.by_rank.empty()) join_.by_rank.resize(static_cast<size_t>(options_.size));
+  return join_;
+}
+
+bool Coordinator::has_joined(size_t rank) const {
+  return rank < join_.by_rank.size() && join_.by_rank[rank].has_value();
+}
+
 void Coordinator::add(int rank, std::vector<OpRequest> requests, bool shutdown,
                       Clock::time_point now) {
   if (shutdown && shutdown_rank_ < 0) shutdown_rank_ = rank;
   for (OpRequest& r : requests) {
-    auto [it, inserted] = pending_.try_emplace(r.name);
-    Pending& p = it->second;
-    if (inserted) {
-      p.by_rank.resize(static_cast<size_t>(options_.size));
-      p.order = next_order_++;
+    const bool join = r.kind == OpKind::kJoin;
+    Pending* p = nullptr;
+    if (join) {
+      p = &join_pending();
+    } else {
+      auto [it, inserted] = pending_.try_emplace(r.name);
+      p = &it->second;
+      if (inserted) {
+        p->by_rank.resize(static_cast<size_t>(options_.size));
+        p->order = next_order_++;
+      }
     }
-    auto& slot = p.by_rank[static_cast<size_t>(rank)];
+    auto& slot = p->by_rank[static_cast<size_t>(rank)];
     if (slot) {
-      throw NegotiationError("rank " + std::to_string(rank) + " submitted tensor '" + r.name +
-                             "' twice");
+      throw NegotiationError("rank " + std::to_string(rank) + " submitted " +
+                             (join ? std::string("join") : "tensor '" + r.name + "'") + " twice");
     }
-    if (r.kind == OpKind::kJoin) last_joined_ = rank;
-    stalls_->submitted(r.name, rank, now);
+    if (join) last_joined_ = rank;
+    stalls_->submitted(join ? kJoinDisplayName : r.name, rank, now);
     slot = std::move(r);
-    ++p.submitted;
+    ++p->submitted;
   }
 }
 
 std::vector<int32_t> Coordinator::joined_ranks() const {
   std::vector<int32_t> joined;
-  const auto it = pending_.find(kJoinName);
-  if (it == pending_.end()) return joined;
-  for (size_t r = 0; r < it->second.by_rank.size(); ++r) {
-    if (it->second.by_rank[r]) joined.push_back(static_cast<int32_t>(r));
+  for (size_t r = 0; r < join_.by_rank.size(); ++r) {
+    if (join_.by_rank[r]) joined.push_back(static_cast<int32_t>(r));
   }
   return joined;
 }
@@ -94,20 +107,13 @@ Response Coordinator::decide(const std::string& name, Pending& pending) const {
 
 CycleResponse Coordinator::respond() {
   CycleResponse out;
-  const size_t joined = joined_ranks().size();
   std::vector<std::pair<uint64_t, std::string>> ready;
   for (const auto& [name, p] : pending_) {
-    if (name == kJoinName) continue;
-    if (static_cast<size_t>(p.submitted) + joined >= static_cast<size_t>(options_.size)) {
-      // A joined rank that also submitted the tensor counts once.
-      size_t participants = 0;
-      const auto join = pending_.find(kJoinName);
-      for (size_t r = 0; r < p.by_rank.size(); ++r) {
-        const bool has_joined = join != pending_.end() && join->second.by_rank[r].has_value();
-        if (p.by_rank[r] || has_joined) ++participants;
-      }
-      if (participants == static_cast<size_t>(options_.size)) ready.emplace_back(p.order, name);
+    size_t participants = 0;  // a joined rank that also submitted the tensor counts once
+    for (size_t r = 0; r < p.by_rank.size(); ++r) {
+      if (p.by_rank[r] || has_joined(r)) ++participants;
     }
+    if (participants == static_cast<size_t>(options_.size)) ready.emplace_back(p.order, name);
   }
   std::sort(ready.begin(), ready.end());
   std::vector<Response> singles;
@@ -117,15 +123,14 @@ CycleResponse Coordinator::respond() {
     stalls_->finished(name);
   }
   out.responses = fuse(std::move(singles), options_.fusion_threshold);
-  if (const auto join = pending_.find(kJoinName);
-      join != pending_.end() && join->second.submitted == options_.size) {
+  if (join_.submitted == options_.size) {
     Response r;
     r.kind = OpKind::kJoin;
-    r.tensors = {*join->second.by_rank[0]};
+    r.tensors = {*join_.by_rank[0]};
     r.last_joined_rank = last_joined_;
     out.responses.push_back(std::move(r));
-    pending_.erase(join);
-    stalls_->finished(kJoinName);
+    join_ = Pending{};
+    stalls_->finished(kJoinDisplayName);
   }
   out.shutdown = shutdown_rank_ >= 0;
   out.shutdown_rank = shutdown_rank_;

@@ -46,15 +46,22 @@ class Coordinator {
   Response decide(const std::string& name, Pending& pending) const;
   std::vector<int32_t> joined_ranks() const;
 
+  Pending& join_pending();
+  bool has_joined(size_t rank) const;
+
   Options options_;
-  std::unordered_map<std::string, Pending> pending_;
+  std::unordered_map<std::string, Pending> pending_;  // by name; joins are kept apart
+  Pending join_;
   uint64_t next_order_ = 0;
   int last_joined_ = -1;
   int shutdown_rank_ = -1;
   std::unique_ptr<StallInspector> stalls_;
 };
 
-// The name every rank's join travels under.
-inline constexpr const char* kJoinName = "join";
+// The name every rank's join travels under: empty, the one name no user tensor can have (an
+// empty name is replaced by a generated one), so joins never collide with tensors.
+inline constexpr const char* kJoinName = "";
+// How stall warnings and messages call it.
+inline constexpr const char* kJoinDisplayName = "(join)";
 
 }  // namespace threelc::engine
