@@ -88,6 +88,7 @@ void expect_same(const te::Response& a, const te::Response& b, const std::string
 void expect_same(const te::CycleResponse& a, const te::CycleResponse& b) {
   EXPECT_EQ(a.shutdown, b.shutdown);
   EXPECT_EQ(a.shutdown_rank, b.shutdown_rank);
+  EXPECT_EQ(a.abort, b.abort);
   ASSERT_EQ(a.responses.size(), b.responses.size());
   for (size_t i = 0; i < a.responses.size(); ++i) {
     expect_same(a.responses[i], b.responses[i], "response " + std::to_string(i));
@@ -99,6 +100,7 @@ te::CycleResponse varied_response() {
   te::CycleResponse m;
   m.shutdown = true;
   m.shutdown_rank = 3;
+  m.abort = "rank 2 closed the connection";
   te::Response fused;  // three allreduces fused
   fused.tensors = {make("a"), make("b", te::OpKind::kAllreduce, te::ElementType::kFloat32, {2, 2}),
                    make("c", te::OpKind::kAllreduce, te::ElementType::kFloat32, {})};
@@ -240,6 +242,7 @@ TEST(NegotiationMessages, CycleResponseMatchesTheDocumentedLayout) {
   for (unsigned v : {0x52u, 0x50u, 0x53u, 0x33u}) u8(v);  // magic 0x33535052
   u8(0);                                                  // shutdown
   for (unsigned v : {0xffu, 0xffu, 0xffu, 0xffu}) u8(v);  // shutdown rank -1
+  for (unsigned v : {0u, 0u, 0u, 0u}) u8(v);              // abort: empty string
   for (unsigned v : {1u, 0u, 0u, 0u}) u8(v);              // 1 response
   u8(1);                                                  // type error
   u8(2);                                                  // kind allgather
@@ -447,6 +450,7 @@ TEST(NegotiationMessages, HostileRequestsAreRejected) {
 
 struct RawResponse {
   uint32_t magic = 0x33535052;
+  uint32_t abort_length = 0;
   uint32_t responses = 1;
   uint8_t type = 0;
   uint8_t kind = 0;
@@ -462,6 +466,8 @@ struct RawResponse {
     w.u32(magic);
     w.u8(0);
     w.u32(0);
+    w.u32(abort_length);
+    for (uint32_t i = 0; i < abort_length && i < 4; ++i) w.u8('!');
     w.u32(responses);
     w.u8(type);
     w.u8(kind);
@@ -515,6 +521,8 @@ TEST(NegotiationMessages, HostileResponsesAreRejected) {
                   "joined count * 4 = 2^32");
   expect_rejected(with([](RawResponse& r) { r.message_length = 0xffffffff; }), &cache,
                   "huge message length");
+  expect_rejected(with([](RawResponse& r) { r.abort_length = 0xffffffff; }), &cache,
+                  "huge abort message length");
   expect_rejected(with([](RawResponse& r) { r.slot = 2; }), &cache, "empty cache slot");
   expect_rejected(with([](RawResponse& r) { r.slot = 4; }), &cache, "slot past the capacity");
   expect_rejected(with([](RawResponse& r) { r.slot = 0xffffffff; }), &cache, "slot 2^32-1");
@@ -525,9 +533,10 @@ TEST(NegotiationMessages, HostileResponsesAreRejected) {
   // A request inside a response is checked like one in a CycleRequest.
   Bytes inner = with([](RawResponse& r) { r.flag = 0; });
   ASSERT_NO_THROW(te::parse_cycle_response(inner, cache));
-  // The request starts after magic, shutdown, shutdown rank, response count, type, kind, tensor
-  // count and flag (20 bytes); its kind follows the 4-byte name length and the name "x".
-  constexpr size_t kAt = 20;
+  // The request starts after magic, shutdown, shutdown rank, abort length (empty), response
+  // count, type, kind, tensor count and flag (24 bytes); its kind follows the 4-byte name length
+  // and the name "x".
+  constexpr size_t kAt = 24;
   ASSERT_EQ(inner[kAt + 4], std::byte{'x'});
   ASSERT_EQ(inner[kAt + 5], std::byte{0});
   inner[kAt + 5] = std::byte{9};

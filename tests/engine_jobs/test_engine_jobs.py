@@ -175,6 +175,21 @@ def test_shutdown_with_pending_operation(n, orphan_rank):
     assert job.seconds < 30, job.describe()
 
 
+def test_stall_warning_names_the_tensor_and_the_missing_rank():
+    job = assert_ok(run_job(3, "stall", env={"THREELC_STALL_CHECK_TIME": "1"}),
+                    expect_hashes=False)
+    warnings = [l for l in job.stderr.splitlines() if l.startswith("[0]") and "WARNING" in l]
+    assert any("late" in l and re.search(r"\b1\b", l) for l in warnings), job.describe()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_dead_peer_fails_pending_operations_naming_it(n):
+    job = run_job(n, "dead_peer", timeout=90)
+    assert job.returncode == 0, job.describe()
+    for r in range(n - 1):
+        assert any(l.startswith("DONE dead_peer") for l in job.lines[r]), job.describe()
+
+
 BAD_VALUES = [
     "THREELC_FUSION_THRESHOLD=abc",
     "THREELC_SPARSITY=3",

@@ -952,6 +952,38 @@ def case_api():
     check(not hvd.is_initialized() and hvd.rank() == -1, "after shutdown")
 
 
+def case_stall():
+    """Rank 1 submits 'late' 2.5 s after the others (run with THREELC_STALL_CHECK_TIME=1):
+    rank 0 warns naming the tensor and rank 1 (checked by the test), and the allreduce then
+    completes with the right sum."""
+    threelc.init()
+    if RANK == 1:
+        time.sleep(2.5)
+    got = hvd.allreduce(np.full(4, RANK + 1, np.float32), name="late", op=engine.Sum)
+    want = np.full(4, SIZE * (SIZE + 1) / 2, np.float32)
+    expect_equal(got, want, "allreduce after a stall")
+    threelc.shutdown()
+
+
+def case_dead_peer():
+    """The last rank dies (os._exit, no shutdown) while the others wait in an allreduce: they
+    get THREELC_EPEER naming it well before THREELC_TIMEOUT, and later submissions are refused
+    with the same cause."""
+    threelc.init()
+    hvd.allreduce(np.ones(4, np.float32), name="warmup", op=engine.Sum)
+    if RANK == SIZE - 1:
+        time.sleep(0.5)
+        os._exit(0)
+    started = time.monotonic()
+    expect_error(lambda: hvd.allreduce(np.ones(4, np.float32), name="x", op=engine.Sum),
+                 engine.EPEER, "allreduce with a dead peer", names_rank(SIZE - 1))
+    seconds = time.monotonic() - started
+    check(seconds < 20, f"the error took {seconds:.1f} s")
+    expect_error(lambda: hvd.allreduce(np.ones(4, np.float32), name="y", op=engine.Sum),
+                 engine.EPEER, "submission after the engine stopped", names_rank(SIZE - 1))
+    threelc.shutdown()
+
+
 CASES = {
     "sizes": case_sizes,
     "dtypes_ops": case_dtypes_ops,
@@ -966,6 +998,8 @@ CASES = {
     "timeline": case_timeline,
     "stats": case_stats,
     "api": case_api,
+    "stall": case_stall,
+    "dead_peer": case_dead_peer,
 }
 
 

@@ -1,5 +1,6 @@
 #include "collectives/push_pull.h"
 
+#include <cstring>
 #include <deque>
 #include <utility>
 #include <vector>
@@ -34,10 +35,11 @@ std::span<const uint8_t> bytes_of(const Message& m) { return {m.bytes.data(), m.
 // One call's state: the plan, every posted request and the buffers they point into.
 class PushPull {
  public:
-  PushPull(transport::Context& context, std::span<float> fused,
+  PushPull(transport::Context& context, std::span<const float> input, std::span<float> fused,
            std::span<const TensorSlice> tensors, BlockPlan plan, std::vector<float*> errors,
            const PushPullOptions& options)
       : ctx_(context),
+        input_(input),
         fused_(fused),
         tensors_(tensors),
         errors_(std::move(errors)),
@@ -114,11 +116,11 @@ class PushPull {
     }
   }
 
-  // Encodes fused[b] (with error feedback at b when compressing) into a new message.
-  Message& encode(const Block& b, float* error) {
+  // Encodes source[b] (with error feedback at b when compressing) into a new message.
+  Message& encode(const Block& b, float* error, std::span<const float> source) {
     Message& m = outgoing_.emplace_back();
     m.bytes.resize(cc::max_block_bytes(b.count));
-    const cc::Values values{fused_.data() + b.offset, cc::DType::kFloat32, b.count};
+    const cc::Values values{source.data() + b.offset, cc::DType::kFloat32, b.count};
     const int64_t begin = start();
     cc::EncodedBlock result;
     const cc::Status status =
@@ -145,7 +147,9 @@ class PushPull {
   void push() {
     for (int d = 1; d < size_; ++d) {
       const int j = (rank_ + d) % size_;
-      for (const Block& b : plan_.segment(j)) send(j, push_tag(), encode(b, error_at(b)), b);
+      for (const Block& b : plan_.segment(j)) {
+        send(j, push_tag(), encode(b, error_at(b), input_), b);
+      }
     }
   }
 
@@ -165,6 +169,9 @@ class PushPull {
     for (size_t k = 0; k < own.size(); ++k) {
       const Block& b = own[k];
       float* dst = fused_.data() + b.offset;
+      if (input_.data() != fused_.data()) {
+        std::memcpy(dst, input_.data() + b.offset, b.count * sizeof(float));
+      }
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         Message& m = pushed_in_[static_cast<size_t>(p)][k];
@@ -174,7 +181,7 @@ class PushPull {
         record(Phase::kDecompress, b.tensor, begin, m.size);
         m.bytes.release();
       }
-      const Message& out = encode(b, error_at(b));
+      const Message& out = encode(b, error_at(b), fused_);
       if (options_.compress) {
         const int64_t begin = start();
         check(cc::decode(bytes_of(out), b.count, dst), rank_, b, "own pull");
@@ -218,7 +225,8 @@ class PushPull {
   }
 
   transport::Context& ctx_;
-  std::span<float> fused_;
+  std::span<const float> input_;  // what this rank contributes (may be fused_ itself)
+  std::span<float> fused_;        // where the result goes
   std::span<const TensorSlice> tensors_;
   std::vector<float*> errors_;
   const PushPullOptions& options_;
@@ -238,6 +246,16 @@ class PushPull {
 void push_pull_sum(transport::Context& context, std::span<float> fused,
                    std::span<const TensorSlice> tensors, ErrorFeedbackStore& errors,
                    const PushPullOptions& options) {
+  push_pull_sum(context, fused, fused, tensors, errors, options);
+}
+
+void push_pull_sum(transport::Context& context, std::span<const float> input,
+                   std::span<float> fused, std::span<const TensorSlice> tensors,
+                   ErrorFeedbackStore& errors, const PushPullOptions& options) {
+  if (input.size() != fused.size()) {
+    throw std::invalid_argument("push_pull: input has " + std::to_string(input.size()) +
+                                " values, output " + std::to_string(fused.size()));
+  }
   if (!(options.sparsity >= 1.0f && options.sparsity < 2.0f)) {
     throw std::invalid_argument("push_pull: sparsity " + std::to_string(options.sparsity) +
                                 " is outside [1, 2)");
@@ -250,8 +268,13 @@ void push_pull_sum(transport::Context& context, std::span<float> fused,
       buffers[i] = errors.get(tensors[i].name, tensors[i].count).data();
     }
   }
-  if (context.size() == 1) return;
-  PushPull(context, fused, tensors, std::move(plan), std::move(buffers), options).run();
+  if (context.size() == 1) {
+    if (input.data() != fused.data() && !fused.empty()) {
+      std::memcpy(fused.data(), input.data(), fused.size() * sizeof(float));
+    }
+    return;
+  }
+  PushPull(context, input, fused, tensors, std::move(plan), std::move(buffers), options).run();
 }
 
 }  // namespace threelc::engine

@@ -38,4 +38,11 @@ void push_pull_sum(transport::Context& context, std::span<float> fused,
                    std::span<const TensorSlice> tensors, ErrorFeedbackStore& errors,
                    const PushPullOptions& options = {});
 
+// The same with the contribution read from `input` and the result written to `output` (which
+// must not overlap unless they are the same span): no copy of the input is made, the owner
+// copies only its own segment.
+void push_pull_sum(transport::Context& context, std::span<const float> input,
+                   std::span<float> output, std::span<const TensorSlice> tensors,
+                   ErrorFeedbackStore& errors, const PushPullOptions& options = {});
+
 }  // namespace threelc::engine

@@ -91,6 +91,7 @@ std::vector<std::byte> serialize(const CycleResponse& m, const ResponseCache& ca
   out.u32(kResponseMagic);
   out.u8(m.shutdown ? 1 : 0);
   out.u32(static_cast<uint32_t>(m.shutdown_rank));
+  out.str(m.abort);
   out.u32(static_cast<uint32_t>(m.responses.size()));
   for (const Response& r : m.responses) {
     out.u8(static_cast<uint8_t>(r.type));
@@ -121,6 +122,7 @@ CycleResponse parse_cycle_response(std::span<const std::byte> bytes, const Respo
   CycleResponse m;
   m.shutdown = in.u8() != 0;
   m.shutdown_rank = static_cast<int32_t>(in.u32());
+  m.abort = in.str();
   const size_t n = in.count(1);
   for (size_t i = 0; i < n; ++i) {
     Response r;

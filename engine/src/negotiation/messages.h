@@ -43,6 +43,9 @@ struct CycleResponse {
   std::vector<Response> responses;
   bool shutdown = false;  // every rank stops after executing these responses
   int32_t shutdown_rank = -1;
+  // Not empty: rank 0 has stopped with this error (a peer died, a message was malformed);
+  // every rank stops and fails its pending operations with it.
+  std::string abort;
 };
 
 // A response's tensors that are in the cache travel as slots and are resolved through it; the

@@ -74,10 +74,27 @@ CycleResponse BackgroundLoop::negotiate(bool shutdown) {
   if (rank_ == 0) return coordinate(own);
   ControlReceive receive(parts_.context->control(0));
   send_control(parts_.context->control(0), serialize(own));
+  CycleResponse response;
   try {
-    return parse_cycle_response(receive.wait(), cache_);
+    response = parse_cycle_response(receive.wait(), cache_);
   } catch (const NegotiationError& e) {
     throw transport::Error(0, std::string("negotiation message from rank 0: ") + e.what());
+  }
+  if (!response.abort.empty()) throw transport::Error(-1, "rank 0 stopped: " + response.abort);
+  return response;
+}
+
+void BackgroundLoop::abort_workers(const std::string& reason) noexcept {
+  if (rank_ != 0) return;
+  CycleResponse abort;
+  abort.abort = reason;
+  const std::vector<std::byte> bytes = serialize(abort, cache_);
+  for (int peer = 1; peer < size_; ++peer) {
+    try {
+      send_control(parts_.context->control(peer), bytes);
+    } catch (const std::exception&) {
+      // That peer is gone or out of step: it finds out by itself.
+    }
   }
 }
 
@@ -142,6 +159,7 @@ LoopStop BackgroundLoop::run(const std::atomic<bool>& shutdown_requested) {
   const auto cycle = parts_.settings->cycle_time;
   auto next = std::chrono::steady_clock::now();
   LoopStop stop;
+  std::string cause;
   try {
     for (;;) {
       const bool shutdown = shutdown_requested.load();
@@ -164,13 +182,20 @@ LoopStop BackgroundLoop::run(const std::atomic<bool>& shutdown_requested) {
       }
     }
   } catch (const transport::Error& e) {
-    stop = {THREELC_EPEER, std::string("threelc stopped: ") + e.what()};
+    cause = e.what();
+    stop.code = THREELC_EPEER;
   } catch (const CollectiveError& e) {
-    stop = {THREELC_EPEER, std::string("threelc stopped: ") + e.what()};
+    cause = e.what();
+    stop.code = THREELC_EPEER;
   } catch (const std::exception& e) {
-    stop = {THREELC_EINTERNAL, std::string("threelc stopped: ") + e.what()};
+    cause = e.what();
+    stop.code = THREELC_EINTERNAL;
   }
-  if (stop.code != THREELC_ESHUTDOWN) parts_.log->log(LogLevel::kError, stop.reason);
+  if (stop.code != THREELC_ESHUTDOWN) {
+    stop.reason = "threelc stopped: " + cause;
+    parts_.log->log(LogLevel::kError, stop.reason);
+    abort_workers(cause);
+  }
   return stop;
 }
 

@@ -52,6 +52,9 @@ class BackgroundLoop {
   CycleResponse negotiate(bool shutdown);
   CycleResponse coordinate(const CycleRequest& own);
   std::vector<OpRequest> resolve(const CycleRequest& request) const;
+  // Rank 0 after a fatal error: tells every worker still listening why, so that their
+  // operations fail with the original cause rather than a closed connection.
+  void abort_workers(const std::string& reason) noexcept;
   void execute(const Response& response, int64_t arrived_ns);
 
   LoopParts parts_;

@@ -83,6 +83,9 @@ void Engine::run_loop() {
     stop_ = stop;
   }
   loop_->fail_everything(stop.code, stop.reason);
+  // After a failure the connections are useless: closing them tells every peer at once
+  // instead of at its next timeout.
+  if (stop.code != THREELC_ESHUTDOWN) context_.reset();
 }
 
 void Engine::shutdown() {

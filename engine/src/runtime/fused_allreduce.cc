@@ -50,6 +50,8 @@ void Executor::allreduce(const Response& response, std::span<const Operation* co
   // One local fp32/raw tensor computed in place in its output: no fusion buffer needed.
   const bool in_place = response.tensors.size() == 1 && local[0] != nullptr &&
                         (!shape.compress || dtype == ElementType::kFloat32);
+  // push_pull can read the input and write the output itself, saving a copy of the input.
+  const bool direct = in_place && shape.compress && !options_.ring && shape.prescale == 1.0;
   std::byte* buffer = nullptr;
   if (in_place) {
     buffer = static_cast<std::byte*>(local[0]->output);
@@ -58,7 +60,7 @@ void Executor::allreduce(const Response& response, std::span<const Operation* co
     buffer = fusion_buffer_.data();
   }
 
-  for (size_t i = 0; i < slices.size(); ++i) {
+  for (size_t i = 0; i < slices.size() && !direct; ++i) {
     std::byte* dst = buffer + slices[i].offset * element_bytes;
     const size_t count = slices[i].count;
     CopyTimer timer(observer, i, count * element_bytes);
@@ -89,6 +91,10 @@ void Executor::allreduce(const Response& response, std::span<const Operation* co
     if (options_.ring) {
       options.tag_base = kRingAllreduceTag;
       ring_allreduce_sum(context_, values, slices, errors_, options);
+    } else if (direct) {
+      options.tag_base = kPushPullTag;
+      const std::span<const float> input(static_cast<const float*>(local[0]->input), total);
+      push_pull_sum(context_, input, values, slices, errors_, options);
     } else {
       options.tag_base = kPushPullTag;
       push_pull_sum(context_, values, slices, errors_, options);
