@@ -6,7 +6,7 @@
 #   tools/bench/allreduce_vs_gloo.sh                  # ranks 2 4, sizes 1 16 100 (MiB)
 #   RANKS="2" SIZES="1 16" tools/bench/allreduce_vs_gloo.sh
 #   ROUNDS=3 tools/bench/allreduce_vs_gloo.sh          # every (ranks, size) three times in turn
-# Iterations per size (timed + 1 warm-up): <= 4 MiB 20, <= 32 MiB 10, larger 5; ITERS=N forces
+# Iterations per size (timed + 1 warm-up): <= 4 MiB 20, larger 15; ITERS=N forces
 # one count. Extra arguments go to both threelc runs (e.g. --sparsity 1.5).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,7 +21,7 @@ rounds=${ROUNDS:-1}
 
 iters_for() {
   if [[ -n "${ITERS:-}" ]]; then echo "$ITERS"; return; fi
-  "$python" -c 'import sys; s = float(sys.argv[1]); print(20 if s <= 4 else 10 if s <= 32 else 5)' "$1"
+  "$python" -c 'import sys; s = float(sys.argv[1]); print(20 if s <= 4 else 15)' "$1"
 }
 
 # Rank 0's JSON lines, without threelcrun's "[0] " prefix.
