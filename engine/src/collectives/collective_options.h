@@ -22,6 +22,8 @@
 
 namespace threelc::engine {
 
+class Workspace;
+
 struct CollectiveOptions {
   // Messages carry at most this many bytes (of native elements; for element-typed collectives
   // rounded down to whole elements), so that transfers pipeline.
@@ -29,6 +31,9 @@ struct CollectiveOptions {
   // First tag used on the data pairs; each collective documents the range it takes.
   uint32_t tag_base = 0x1000;
   CollectiveObserver* observer = nullptr;  // nullptr: nothing recorded
+  // Where staging buffers come from; nullptr: allocated for the call. Only one collective may
+  // use a workspace at a time.
+  class Workspace* workspace = nullptr;
 };
 
 // A message that arrived with the wrong length or malformed (or a block that could not be

@@ -15,7 +15,8 @@ namespace {
 namespace cc = threelc::compression;
 
 struct Message {
-  ScratchBuffer<uint8_t> bytes;
+  ScratchBuffer<uint8_t> own;            // used without a workspace
+  ScratchBuffer<uint8_t>* bytes = &own;  // set when the message gets its buffer
   size_t size = 0;
   transport::Request request;
 };
@@ -30,7 +31,7 @@ struct Send {
 };
 
 // The encoded block a message holds (its buffer is sized for the worst case).
-std::span<const uint8_t> bytes_of(const Message& m) { return {m.bytes.data(), m.size}; }
+std::span<const uint8_t> bytes_of(const Message& m) { return {m.bytes->data(), m.size}; }
 
 // One call's state: the plan, every posted request and the buffers they point into.
 class PushPull {
@@ -93,8 +94,8 @@ class PushPull {
   }
 
   void post_receive(int peer, uint32_t tag, const Block& b, Message& m) {
-    m.bytes.resize(cc::max_block_bytes(b.count));
-    m.request = ctx_.pair(peer).recv(tag, std::as_writable_bytes(std::span<uint8_t>(m.bytes)));
+    m.request =
+        ctx_.pair(peer).recv(tag, std::as_writable_bytes(std::span<uint8_t>(buffer_for(m, b))));
   }
 
   // Push blocks of this rank's segment from every peer; pull blocks of every other segment
@@ -116,18 +117,26 @@ class PushPull {
     }
   }
 
+  // Gives m a buffer for a block of b (the worst case), from the workspace when there is one.
+  ScratchBuffer<uint8_t>& buffer_for(Message& m, const Block& b) {
+    const size_t n = cc::max_block_bytes(b.count);
+    m.bytes = options_.workspace ? &options_.workspace->message(buffers_used_++, n) : &m.own;
+    m.bytes->resize(n);
+    return *m.bytes;
+  }
+
   // Encodes source[b] (with error feedback at b when compressing) into a new message.
   Message& encode(const Block& b, float* error, std::span<const float> source) {
     Message& m = outgoing_.emplace_back();
-    m.bytes.resize(cc::max_block_bytes(b.count));
+    ScratchBuffer<uint8_t>& out = buffer_for(m, b);
     const cc::Values values{source.data() + b.offset, cc::DType::kFloat32, b.count};
     const int64_t begin = start();
     cc::EncodedBlock result;
     const cc::Status status =
         options_.compress
-            ? cc::encode(values, error, cc::EncodeOptions{options_.sparsity, cc::Isa::kAuto},
-                         m.bytes, &result)
-            : cc::encode_raw(values, m.bytes, &result);
+            ? cc::encode(values, error, cc::EncodeOptions{options_.sparsity, cc::Isa::kAuto}, out,
+                         &result)
+            : cc::encode_raw(values, out, &result);
     if (!status.ok()) {
       throw CollectiveError(-1, "push_pull rank " + std::to_string(rank_) + ": encoding tensor '" +
                                     tensors_[b.tensor].name + "' failed: " + status.message());
@@ -179,7 +188,7 @@ class PushPull {
         const int64_t begin = start();
         check(cc::decode_add(bytes_of(m), b.count, 1.0f, dst), p, b, "push");
         record(Phase::kDecompress, b.tensor, begin, m.size);
-        m.bytes.release();
+        if (m.bytes == &m.own) m.own.release();
       }
       const Message& out = encode(b, error_at(b), fused_);
       if (options_.compress) {
@@ -225,6 +234,7 @@ class PushPull {
   }
 
   transport::Context& ctx_;
+  size_t buffers_used_ = 0;       // workspace message buffers handed out so far
   std::span<const float> input_;  // what this rank contributes (may be fused_ itself)
   std::span<float> fused_;        // where the result goes
   std::span<const TensorSlice> tensors_;

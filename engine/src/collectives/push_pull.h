@@ -11,6 +11,7 @@
 #include "collectives/block_plan.h"
 #include "collectives/collective_options.h"  // CollectiveError
 #include "collectives/observer.h"
+#include "collectives/scratch_buffer.h"
 #include "error_feedback.h"
 #include "threelc/transport/transport.h"
 
@@ -26,6 +27,8 @@ struct PushPullOptions {
   // Records compress (encode), decompress (decode, decode-add), receive (each wait for a
   // message) and send (from post to the wait that sees it complete) events; nullptr: none.
   CollectiveObserver* observer = nullptr;
+  // Where message buffers come from (kept across calls); nullptr: allocated for the call.
+  Workspace* workspace = nullptr;
 };
 
 // Sums `fused` in place across the ranks of `context`; every rank ends with bitwise-identical

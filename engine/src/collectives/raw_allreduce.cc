@@ -30,6 +30,7 @@ class RawAllreduce {
         prev_((rank_ + size_ - 1) % size_),
         plan_(std::move(plan)),
         transfers_(context, options.observer, "allreduce_raw rank " + std::to_string(rank_)),
+        own_staging_(static_cast<size_t>(size_)),
         staging_(static_cast<size_t>(size_)),
         push_ids_(static_cast<size_t>(size_)),
         pull_ids_(static_cast<size_t>(size_)) {}
@@ -57,7 +58,7 @@ class RawAllreduce {
   // Where block b of this rank's segment lies in a peer's staging buffer.
   std::span<std::byte> staged(int peer, const Block& b) {
     const size_t first = plan_.segment(rank_).front().offset;
-    return std::span<std::byte>(staging_[static_cast<size_t>(peer)])
+    return std::span<std::byte>(*staging_[static_cast<size_t>(peer)])
         .subspan((b.offset - first) * element_bytes_, b.count * element_bytes_);
   }
 
@@ -74,7 +75,9 @@ class RawAllreduce {
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         const auto pi = static_cast<size_t>(p);
-        staging_[pi].resize(bytes);
+        staging_[pi] =
+            options_.workspace ? &options_.workspace->staging(pi, bytes) : &own_staging_[pi];
+        staging_[pi]->resize(bytes);
         for (const Block& b : own) {
           push_ids_[pi].push_back(transfers_.receive(p, push_tag(), staged(p, b), b.tensor));
         }
@@ -144,9 +147,10 @@ class RawAllreduce {
   int prev_;
   BlockPlan plan_;
   detail::Transfers transfers_;
-  std::vector<ScratchBuffer<std::byte>> staging_;  // [peer]: its pushes of this rank's segment
-  std::vector<std::vector<size_t>> push_ids_;    // [peer][block of own segment]
-  std::vector<std::vector<size_t>> pull_ids_;    // [segment][block]
+  std::vector<ScratchBuffer<std::byte>> own_staging_;  // used without a workspace
+  std::vector<ScratchBuffer<std::byte>*> staging_;     // [peer]: its pushes of this segment
+  std::vector<std::vector<size_t>> push_ids_;          // [peer][block of own segment]
+  std::vector<std::vector<size_t>> pull_ids_;          // [segment][block]
 };
 
 }  // namespace

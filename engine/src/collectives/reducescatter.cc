@@ -53,7 +53,7 @@ void reducescatter(transport::Context& context, std::span<const std::byte> input
   detail::Transfers transfers(context, options.observer,
                               "reducescatter rank " + std::to_string(rank));
   std::vector<ScratchBuffer<std::byte>> staging(n);  // [peer]: its part for this rank
-  std::vector<std::vector<size_t>> ids(n);         // [peer][chunk]
+  std::vector<std::vector<size_t>> ids(n);           // [peer][chunk]
   transfers.run([&] {
     for (int p = 0; p < size; ++p) {
       if (p == rank) continue;

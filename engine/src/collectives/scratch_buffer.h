@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <memory>
 
 namespace threelc::engine {
@@ -36,6 +38,31 @@ class ScratchBuffer {
   std::unique_ptr<T[]> data_;
   size_t size_ = 0;
   size_t capacity_ = 0;
+};
+
+// Staging buffers kept from one call to the next, so a collective that stages tens of megabytes
+// does not fault them in anew every call (page faults dominated the raw allreduce without it;
+// docs/BENCHMARKS.md). The engine keeps one per executor; collectives take it optionally.
+class Workspace {
+ public:
+  // The index-th staging buffer, sized to n bytes (contents unspecified).
+  ScratchBuffer<std::byte>& staging(size_t index, size_t n) {
+    if (staging_.size() <= index) staging_.resize(index + 1);
+    staging_[index].resize(n);
+    return staging_[index];
+  }
+  // The index-th message buffer (an encoded block sent or received), sized to n bytes. A 3LC
+  // block touches only its first pages, so keeping worst-case-sized buffers costs little memory.
+  ScratchBuffer<uint8_t>& message(size_t index, size_t n) {
+    if (messages_.size() <= index) messages_.resize(index + 1);
+    messages_[index].resize(n);
+    return messages_[index];
+  }
+
+ private:
+  // Deques: growing them keeps references to the buffers already handed out valid.
+  std::deque<ScratchBuffer<std::byte>> staging_;
+  std::deque<ScratchBuffer<uint8_t>> messages_;
 };
 
 }  // namespace threelc::engine

@@ -53,6 +53,15 @@ CycleResponse BackgroundLoop::coordinate(const CycleRequest& own) {
     coordinator_->add(peer, resolve(theirs), theirs.shutdown, now);
   }
   CycleResponse response = coordinator_->respond();
+  if (parts_.log->enabled(LogLevel::kTrace)) {
+    for (const Response& r : response.responses) {
+      parts_.log->log(LogLevel::kTrace,
+                      std::string(r.type == ResponseType::kError ? "error " : "run ") +
+                          op_kind_name(r.kind) + " of " + std::to_string(r.tensors.size()) +
+                          " tensor(s), first '" + (r.tensors.empty() ? "" : r.tensors[0].name) +
+                          "'");
+    }
+  }
   for (const std::string& warning : coordinator_->stall_warnings(now)) {
     parts_.log->log(LogLevel::kWarning, warning);
   }

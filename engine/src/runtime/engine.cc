@@ -60,6 +60,19 @@ Engine::Engine(HandleTable& handles)
       throw EngineError(THREELC_EINVAL, std::string("THREELC_TIMELINE: ") + e.what());
     }
   }
+  if (log_.enabled(LogLevel::kInfo)) {
+    log_.log(LogLevel::kInfo, "joined: rank " + std::to_string(identity_.rank) + " of " +
+                                  std::to_string(identity_.size) + ", local " +
+                                  std::to_string(identity_.local_rank) + "/" +
+                                  std::to_string(identity_.local_size) + ", host " +
+                                  std::to_string(identity_.cross_rank) + "/" +
+                                  std::to_string(identity_.cross_size) + "; compression " +
+                                  (settings_.compression ? "threelc" : "none") +
+                                  " (s=" + std::to_string(settings_.sparsity) + "), allreduce " +
+                                  allreduce_algorithm_name(settings_.allreduce) + ", fusion " +
+                                  std::to_string(settings_.fusion_threshold) + " B, chunk " +
+                                  std::to_string(settings_.chunk_bytes) + " B");
+  }
   LoopParts parts;
   parts.context = context_.get();
   parts.queue = &queue_;
@@ -93,6 +106,7 @@ void Engine::shutdown() {
   shut_down_ = true;
   shutdown_requested_ = true;
   if (thread_.joinable()) thread_.join();
+  log_.log(LogLevel::kInfo, "shut down: " + stop_.reason);
   if (settings_.stats) {
     const std::string report = stats_.report(identity_.rank);
     std::fwrite(report.data(), 1, report.size(), stderr);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "collectives/observer.h"
+#include "collectives/scratch_buffer.h"
 #include "error_feedback.h"
 #include "negotiation/messages.h"
 #include "runtime/handle_table.h"
@@ -58,6 +59,7 @@ class Executor {
   ExecutorOptions options_;
   ErrorFeedbackStore errors_;
   std::vector<std::byte> fusion_buffer_;  // reused across cycles
+  Workspace workspace_;                   // staging buffers, reused across cycles
 };
 
 }  // namespace threelc::engine

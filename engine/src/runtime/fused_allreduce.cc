@@ -88,6 +88,7 @@ void Executor::allreduce(const Response& response, std::span<const Operation* co
     options.sparsity = shape.sparsity;
     options.chunk_bytes = options_.chunk_bytes;
     options.observer = observer;
+    options.workspace = &workspace_;
     if (options_.ring) {
       options.tag_base = kRingAllreduceTag;
       ring_allreduce_sum(context_, values, slices, errors_, options);
@@ -104,6 +105,7 @@ void Executor::allreduce(const Response& response, std::span<const Operation* co
     options.chunk_bytes = options_.chunk_bytes;
     options.tag_base = kRawAllreduceTag;
     options.observer = observer;
+    options.workspace = &workspace_;
     allreduce_raw(context_, std::span<std::byte>(buffer, total * element_bytes), dtype, shape.op,
                   slices, options);
   }
