@@ -11,18 +11,6 @@ namespace threelc::engine {
 
 namespace {
 
-uint32_t bits_of(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  return bits;
-}
-
-float float_of(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 // How one ElementType is stored and in which type its arithmetic happens.
 template <typename T>
 struct Native {
@@ -145,59 +133,6 @@ T saturate(double d) {
 }
 
 }  // namespace
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1Fu;
-  uint32_t mantissa = h & 0x3FFu;
-  if (exponent == 0x1Fu) return float_of(sign | 0x7F800000u | (mantissa << 13));  // inf, NaN
-  if (exponent != 0) return float_of(sign | ((exponent + 112) << 23) | (mantissa << 13));
-  if (mantissa == 0) return float_of(sign);
-  // Subnormal half (mantissa * 2^-24): shift the leading one into the implicit bit.
-  uint32_t e = 113;
-  while ((mantissa & 0x400u) == 0) {
-    mantissa <<= 1;
-    --e;
-  }
-  return float_of(sign | (e << 23) | ((mantissa & 0x3FFu) << 13));
-}
-
-uint16_t float_to_half(float f) {
-  const uint32_t x = bits_of(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t a = x & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) {  // NaN: the top payload bits, made quiet so that it stays a NaN
-    return static_cast<uint16_t>(sign | 0x7E00u | ((a >> 13) & 0x3FFu));
-  }
-  if (a >= 0x477FF000u) {  // >= 65520 (the tie above 65504, whose mantissa is odd) and inf
-    return static_cast<uint16_t>(sign | 0x7C00u);
-  }
-  if (a >= 0x38800000u) {  // normal half (>= 2^-14): rebias the exponent, round 13 bits off
-    uint32_t h = (a - 0x38000000u) >> 13;
-    const uint32_t rest = a & 0x1FFFu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) != 0)) ++h;  // a carry is still right
-    return static_cast<uint16_t>(sign | h);
-  }
-  if (a <= 0x33000000u) return static_cast<uint16_t>(sign);  // <= 2^-25 (a tie) rounds to 0
-  // Subnormal half: the value in units of 2^-24 is m * 2^(e - 126), e in 102..112.
-  const uint32_t e = a >> 23;
-  const uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
-  const uint32_t shift = 126 - e;  // 14..24
-  uint32_t h = m >> shift;
-  const uint32_t rest = m & ((1u << shift) - 1);
-  const uint32_t tie = 1u << (shift - 1);
-  if (rest > tie || (rest == tie && (h & 1u) != 0)) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-
-float bfloat16_to_float(uint16_t b) { return float_of(static_cast<uint32_t>(b) << 16); }
-
-uint16_t float_to_bfloat16(float f) {
-  uint32_t x = bits_of(f);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // NaN
-  x += 0x7FFFu + ((x >> 16) & 1u);  // round to nearest even; overflow carries into inf
-  return static_cast<uint16_t>(x >> 16);
-}
 
 void reduce_into(ElementType type, ReduceOp op, void* acc, const void* in, size_t count) {
   with_traits("reduce_into", type, [&](auto traits) {

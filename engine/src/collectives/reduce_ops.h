@@ -7,6 +7,8 @@
 // the enums.
 #pragma once
 
+#include "threelc/compression/float16.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -41,10 +43,10 @@ void fill_identity(ElementType type, ReduceOp op, void* data, size_t count);
 void to_float32(ElementType type, const void* in, float* out, size_t count);
 void from_float32(ElementType type, const float* in, void* out, size_t count);
 
-// One value, for the kernels above and for tests.
-float half_to_float(uint16_t h);
-uint16_t float_to_half(float f);
-float bfloat16_to_float(uint16_t b);
-uint16_t float_to_bfloat16(float f);
+// One value (the codec's conversions, threelc/compression/float16.h).
+using compression::bfloat16_to_float;
+using compression::float_to_bfloat16;
+using compression::float_to_half;
+using compression::half_to_float;
 
 }  // namespace threelc::engine
