@@ -22,9 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "collectives/allgather.h"
@@ -37,10 +35,12 @@
 #include "collectives/ring_allreduce.h"
 #include "element_type.h"
 #include "error_feedback.h"
+#include "probe_support.h"
 #include "threelc/transport/transport.h"
 
 namespace te = threelc::engine;
 namespace tt = threelc::transport;
+namespace ts = threelc::test_support;
 
 namespace {
 
@@ -62,17 +62,8 @@ uint64_t noise(uint64_t salt, int rank, size_t i) {
   return mix(mix(salt) ^ (static_cast<uint64_t>(rank) << 48) ^ i);
 }
 
-uint64_t fnv1a(std::span<const std::byte> bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (const std::byte b : bytes) {
-    h ^= static_cast<uint64_t>(b);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 void print_hash(const std::string& name, std::span<const std::byte> bytes) {
-  std::printf("HASH %s %016llx\n", name.c_str(), static_cast<unsigned long long>(fnv1a(bytes)));
+  std::printf("HASH %s %016llx\n", name.c_str(), static_cast<unsigned long long>(ts::fnv1a(bytes)));
 }
 
 void expect_bytes(const std::string& name, std::span<const std::byte> got,
@@ -184,7 +175,7 @@ void raw_case(tt::Context& ctx, te::ElementType type, te::ReduceOp op,
   const auto tensors = layout(name, sizes);
   size_t total = 0;
   for (const size_t s : sizes) total += s;
-  const uint64_t salt = fnv1a(std::as_bytes(std::span<const char>(name.data(), name.size())));
+  const uint64_t salt = ts::fnv1a(std::as_bytes(std::span<const char>(name.data(), name.size())));
   Bytes fused = values(type, salt, rank, total);
   Bytes want = values(type, salt, 0, total);
   for (int r = 1; r < n; ++r) {
@@ -440,7 +431,7 @@ void reducescatter_case(tt::Context& ctx, te::ElementType type, te::ReduceOp op,
   size_t first = 0;
   for (int q = 0; q < rank; ++q) first += counts[static_cast<size_t>(q)];
   const size_t mine = counts[static_cast<size_t>(rank)];
-  const uint64_t salt = fnv1a(std::as_bytes(std::span<const char>(name.data(), name.size())));
+  const uint64_t salt = ts::fnv1a(std::as_bytes(std::span<const char>(name.data(), name.size())));
   Bytes want = values(type, salt, 0, total);
   for (int r = 1; r < n; ++r) {
     const Bytes in = values(type, salt, r, total);
@@ -489,13 +480,7 @@ int malformed(tt::Context& ctx, const std::string& mode) {
   std::vector<float> fused(1000, 1.0f);
   const std::vector<te::TensorSlice> tensors = {{"w", 0, fused.size()}};
   const uint32_t tag = 0x1000;
-  if (ctx.rank() == 1) {
-    std::vector<std::byte> garbage(ring ? 64 : 10, std::byte{0xFF});
-    ctx.pair(0).send(tag, garbage).wait();
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-    return 0;
-  }
-  try {
+  return ts::expect_error_from_rank1(ctx, tag, ring ? 64 : 10, "collectives_probe", [&] {
     if (ring) {
       te::ErrorFeedbackStore store;
       te::ring_allreduce_sum(ctx, fused, tensors, store, te::PushPullOptions{});
@@ -503,41 +488,31 @@ int malformed(tt::Context& ctx, const std::string& mode) {
       te::allreduce_raw(ctx, std::as_writable_bytes(std::span<float>(fused)),
                         te::ElementType::kFloat32, te::ReduceOp::kSum, tensors, {});
     }
-  } catch (const te::CollectiveError& e) {
-    std::printf("ERROR %d %s\n", e.peer(), e.what());
-    return e.peer() == 1 ? 0 : 2;
-  }
-  std::fprintf(stderr, "collectives_probe: a bad message was accepted\n");
-  return 2;
+  });
 }
 
 }  // namespace
 
 int main() {
-  try {
-    auto ctx = tt::connect(tt::options_from_environment());
-    const char* mode = std::getenv("THREELC_PROBE_MODE");
-    if (mode != nullptr && std::strcmp(mode, "check") != 0) return malformed(*ctx, mode);
-    raw_cases(*ctx);
-    ring_cases(*ctx);
-    push_pull_events(*ctx);
-    broadcast_cases(*ctx);
-    allgather_cases(*ctx);
-    for (const auto type : kTypes) {
-      for (const auto op : kOps) reducescatter_case(*ctx, type, op, 64);
+  return ts::probe_main("collectives_probe", [] {
+    try {
+      auto ctx = tt::connect(tt::options_from_environment());
+      const char* mode = std::getenv("THREELC_PROBE_MODE");
+      if (mode != nullptr && std::strcmp(mode, "check") != 0) return malformed(*ctx, mode);
+      raw_cases(*ctx);
+      ring_cases(*ctx);
+      push_pull_events(*ctx);
+      broadcast_cases(*ctx);
+      allgather_cases(*ctx);
+      for (const auto type : kTypes) {
+        for (const auto op : kOps) reducescatter_case(*ctx, type, op, 64);
+      }
+      reducescatter_case(*ctx, te::ElementType::kFloat32, te::ReduceOp::kSum, size_t{1} << 20);
+      alltoall_cases(*ctx);
+      return 0;
+    } catch (const Mismatch& m) {
+      std::fprintf(stderr, "collectives_probe: mismatch: %s\n", m.what.c_str());
+      return 2;
     }
-    reducescatter_case(*ctx, te::ElementType::kFloat32, te::ReduceOp::kSum, size_t{1} << 20);
-    alltoall_cases(*ctx);
-    std::fflush(stdout);
-    return 0;
-  } catch (const Mismatch& m) {
-    std::fprintf(stderr, "collectives_probe: mismatch: %s\n", m.what.c_str());
-    return 2;
-  } catch (const tt::Error& e) {
-    std::fprintf(stderr, "collectives_probe: transport error (peer %d): %s\n", e.peer(), e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "collectives_probe: %s\n", e.what());
-    return 3;
-  }
+  });
 }

@@ -15,6 +15,7 @@
 #include "negotiation/fusion.h"
 #include "negotiation/messages.h"
 #include "negotiation/wire.h"
+#include "op_requests.h"
 #include "runtime/operation.h"
 #include "threelc/threelc.h"
 
@@ -27,16 +28,7 @@ using Requests = std::vector<std::optional<te::OpRequest>>;
 
 constexpr Clock::time_point t0{};
 
-te::OpRequest make(const std::string& name, te::OpKind kind = te::OpKind::kAllreduce,
-                   std::vector<int64_t> shape = {4},
-                   te::ElementType dtype = te::ElementType::kFloat32) {
-  te::OpRequest r;
-  r.name = name;
-  r.kind = kind;
-  r.dtype = dtype;
-  r.shape = std::move(shape);
-  return r;
-}
+using threelc::test_support::op_request;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -57,28 +49,28 @@ TEST(RankList, CompactsRuns) {
 TEST(Consistency, AgreementIsNullopt) {
   EXPECT_EQ(te::check_consistency("w", {}), std::nullopt);
   EXPECT_EQ(te::check_consistency("w", {std::nullopt, std::nullopt}), std::nullopt);
-  te::OpRequest r = make("w", te::OpKind::kAllreduce, {4, 5});
+  te::OpRequest r = op_request("w", te::OpKind::kAllreduce, {4, 5});
   r.compress = true;
   r.sparsity = 0.5f;
   r.prescale = 0.25;
   EXPECT_EQ(te::check_consistency("w", {r}), std::nullopt);
   EXPECT_EQ(te::check_consistency("w", {r, r, r, r}), std::nullopt);
   for (int k = 0; k < te::kOpKindCount; ++k) {
-    const te::OpRequest same = make("w", static_cast<te::OpKind>(k));
+    const te::OpRequest same = op_request("w", static_cast<te::OpKind>(k));
     EXPECT_EQ(te::check_consistency("w", {same, same, same}), std::nullopt) << k;
   }
 }
 
 TEST(Consistency, ShapeMismatchNamesTheRanksGrouped) {
-  const auto a = make("w", te::OpKind::kAllreduce, {4, 5});
-  const auto b = make("w", te::OpKind::kAllreduce, {4, 6});
+  const auto a = op_request("w", te::OpKind::kAllreduce, {4, 5});
+  const auto b = op_request("w", te::OpKind::kAllreduce, {4, 6});
   EXPECT_EQ(te::check_consistency("w", {a, b, a}),
             "tensor 'w': ranks disagree on shape: ranks 0, 2 sent [4, 5]; rank 1 sent [4, 6]");
 }
 
 TEST(Consistency, RankRangesInTheMessage) {
-  const auto f32 = make("x");
-  const auto f16 = make("x", te::OpKind::kAllreduce, {4}, te::ElementType::kFloat16);
+  const auto f32 = op_request("x");
+  const auto f16 = op_request("x", te::OpKind::kAllreduce, {4}, te::ElementType::kFloat16);
   const auto message = te::check_consistency("x", {f32, f32, f32, f16, f32, f16, f16});
   ASSERT_TRUE(message.has_value());
   EXPECT_TRUE(contains(*message, "tensor 'x'")) << *message;
@@ -120,7 +112,7 @@ TEST(Consistency, EachMismatchedFieldIsNamed) {
   };
   for (const FieldCase& c : cases) {
     SCOPED_TRACE(std::string(c.field) + " of " + te::op_kind_name(c.kind));
-    const te::OpRequest same = make("t", c.kind);
+    const te::OpRequest same = op_request("t", c.kind);
     te::OpRequest other = same;
     c.change(other);
     const auto message = te::check_consistency("t", {same, other, same});
@@ -132,7 +124,7 @@ TEST(Consistency, EachMismatchedFieldIsNamed) {
 }
 
 TEST(Consistency, SparsityIsPartOfCompression) {
-  te::OpRequest a = make("s");
+  te::OpRequest a = op_request("s");
   a.compress = true;
   a.sparsity = 0.5f;
   te::OpRequest b = a;
@@ -147,7 +139,7 @@ TEST(Consistency, SparsityIsPartOfCompression) {
 // Values that differ only beyond the default 6 significant digits of an ostream still differ:
 // ranks scaling by different factors would silently compute different results.
 TEST(Consistency, NearlyEqualScalesAndSparsitiesStillDiffer) {
-  te::OpRequest a = make("p");
+  te::OpRequest a = op_request("p");
   te::OpRequest b = a;
   b.prescale = std::nextafter(1.0, 2.0);
   EXPECT_TRUE(te::check_consistency("p", {a, b}).has_value()) << "prescale 1 vs 1 + 2^-52";
@@ -162,8 +154,8 @@ TEST(Consistency, NearlyEqualScalesAndSparsitiesStillDiffer) {
 }
 
 TEST(Consistency, SeveralFieldsAreAllNamed) {
-  const te::OpRequest a = make("m");
-  te::OpRequest b = make("m", te::OpKind::kAllreduce, {8}, te::ElementType::kInt32);
+  const te::OpRequest a = op_request("m");
+  te::OpRequest b = op_request("m", te::OpKind::kAllreduce, {8}, te::ElementType::kInt32);
   b.op = te::ReduceOp::kMin;
   const auto message = te::check_consistency("m", {a, b});
   ASSERT_TRUE(message.has_value());
@@ -173,8 +165,8 @@ TEST(Consistency, SeveralFieldsAreAllNamed) {
 }
 
 TEST(Consistency, DifferentOperationsReportOnlyTheOperation) {
-  const te::OpRequest a = make("k", te::OpKind::kAllreduce, {4});
-  const te::OpRequest b = make("k", te::OpKind::kBroadcast, {5}, te::ElementType::kInt8);
+  const te::OpRequest a = op_request("k", te::OpKind::kAllreduce, {4});
+  const te::OpRequest b = op_request("k", te::OpKind::kBroadcast, {5}, te::ElementType::kInt8);
   const auto message = te::check_consistency("k", {a, b, a});
   ASSERT_TRUE(message.has_value());
   EXPECT_TRUE(contains(*message, "operation")) << *message;
@@ -187,24 +179,24 @@ TEST(Consistency, DifferentOperationsReportOnlyTheOperation) {
 TEST(Consistency, AllgatherAndAlltoallMayDifferInTheFirstDimensionOnly) {
   for (te::OpKind kind : {te::OpKind::kAllgather, te::OpKind::kAlltoall}) {
     SCOPED_TRACE(te::op_kind_name(kind));
-    te::OpRequest a = make("g", kind, {3, 4, 5});
-    te::OpRequest b = make("g", kind, {0, 4, 5});
-    te::OpRequest c = make("g", kind, {7, 4, 5});
+    te::OpRequest a = op_request("g", kind, {3, 4, 5});
+    te::OpRequest b = op_request("g", kind, {0, 4, 5});
+    te::OpRequest c = op_request("g", kind, {7, 4, 5});
     a.splits = {1, 2, 0};  // alltoall splits legitimately differ between ranks
     b.splits = {0, 0, 0};
     c.splits = {7, 0, 0};
     EXPECT_EQ(te::check_consistency("g", {a, b, c}), std::nullopt);
-    te::OpRequest d = make("g", kind, {3, 4, 6});
+    te::OpRequest d = op_request("g", kind, {3, 4, 6});
     auto message = te::check_consistency("g", {a, d, c});
     ASSERT_TRUE(message.has_value());
     EXPECT_TRUE(contains(*message, "shape")) << *message;
     EXPECT_TRUE(contains(*message, "rank 1 sent")) << *message;
     EXPECT_TRUE(contains(*message, "ranks 0, 2 sent")) << *message;
     // A different number of dimensions is a mismatch even when the rest is empty.
-    const te::OpRequest vector = make("g", kind, {3});
-    const te::OpRequest scalar = make("g", kind, {});
+    const te::OpRequest vector = op_request("g", kind, {3});
+    const te::OpRequest scalar = op_request("g", kind, {});
     EXPECT_TRUE(te::check_consistency("g", {vector, scalar}).has_value());
-    te::OpRequest e = make("g", kind, {3, 4});
+    te::OpRequest e = op_request("g", kind, {3, 4});
     EXPECT_TRUE(te::check_consistency("g", {a, e}).has_value());
     // The dtype still has to agree.
     te::OpRequest f = b;
@@ -216,13 +208,14 @@ TEST(Consistency, AllgatherAndAlltoallMayDifferInTheFirstDimensionOnly) {
        {te::OpKind::kAllreduce, te::OpKind::kBroadcast, te::OpKind::kReducescatter}) {
     SCOPED_TRACE(te::op_kind_name(kind));
     EXPECT_TRUE(
-        te::check_consistency("g", {make("g", kind, {3, 4}), make("g", kind, {2, 4})}).has_value());
+        te::check_consistency("g", {op_request("g", kind, {3, 4}), op_request("g", kind, {2, 4})})
+            .has_value());
   }
 }
 
 TEST(Consistency, JoinedRanksAreIgnored) {
-  const te::OpRequest a = make("j", te::OpKind::kAllreduce, {4});
-  const te::OpRequest b = make("j", te::OpKind::kAllreduce, {5});
+  const te::OpRequest a = op_request("j", te::OpKind::kAllreduce, {4});
+  const te::OpRequest b = op_request("j", te::OpKind::kAllreduce, {5});
   EXPECT_EQ(te::check_consistency("j", {std::nullopt, a, std::nullopt, a}), std::nullopt);
   EXPECT_EQ(te::check_consistency("j", {a, std::nullopt}), std::nullopt);
   const auto message = te::check_consistency("j", {std::nullopt, a, b, std::nullopt, b});
@@ -239,7 +232,7 @@ te::Response single(const std::string& name, int64_t elements,
                     te::OpKind kind = te::OpKind::kAllreduce) {
   te::Response r;
   r.kind = kind;
-  r.tensors = {make(name, kind, {elements}, dtype)};
+  r.tensors = {op_request(name, kind, {elements}, dtype)};
   return r;
 }
 
@@ -257,17 +250,20 @@ std::vector<std::string> layout(const std::vector<te::Response>& responses) {
 using Names = std::vector<std::string>;
 
 TEST(Fusion, FusedBytes) {
-  EXPECT_EQ(te::fused_bytes(make("a", te::OpKind::kAllreduce, {10})), 40u);
-  EXPECT_EQ(te::fused_bytes(make("a", te::OpKind::kAllreduce, {10}, te::ElementType::kFloat16)),
-            20u);
-  EXPECT_EQ(te::fused_bytes(make("a", te::OpKind::kAllreduce, {2, 5}, te::ElementType::kFloat64)),
-            80u);
-  EXPECT_EQ(te::fused_bytes(make("a", te::OpKind::kAllreduce, {}, te::ElementType::kFloat64)), 8u);
-  EXPECT_EQ(te::fused_bytes(make("a", te::OpKind::kAllreduce, {3, 0})), 0u);
+  EXPECT_EQ(te::fused_bytes(op_request("a", te::OpKind::kAllreduce, {10})), 40u);
+  EXPECT_EQ(
+      te::fused_bytes(op_request("a", te::OpKind::kAllreduce, {10}, te::ElementType::kFloat16)),
+      20u);
+  EXPECT_EQ(
+      te::fused_bytes(op_request("a", te::OpKind::kAllreduce, {2, 5}, te::ElementType::kFloat64)),
+      80u);
+  EXPECT_EQ(te::fused_bytes(op_request("a", te::OpKind::kAllreduce, {}, te::ElementType::kFloat64)),
+            8u);
+  EXPECT_EQ(te::fused_bytes(op_request("a", te::OpKind::kAllreduce, {3, 0})), 0u);
   // Compressed tensors are fused as fp32, whatever their dtype.
   for (te::ElementType dtype : {te::ElementType::kFloat16, te::ElementType::kBFloat16,
                                 te::ElementType::kFloat32, te::ElementType::kFloat64}) {
-    te::OpRequest r = make("c", te::OpKind::kAllreduce, {2, 5}, dtype);
+    te::OpRequest r = op_request("c", te::OpKind::kAllreduce, {2, 5}, dtype);
     r.compress = true;
     EXPECT_EQ(te::fused_bytes(r), 40u) << te::element_type_name(dtype);
   }
@@ -347,7 +343,7 @@ TEST(Fusion, OtherResponsesKeepTheirPlace) {
   const te::Response gather = single("g", 4, te::ElementType::kFloat32, te::OpKind::kAllgather);
   te::Response barrier;
   barrier.kind = te::OpKind::kBarrier;
-  barrier.tensors = {make("bar", te::OpKind::kBarrier, {})};
+  barrier.tensors = {op_request("bar", te::OpKind::kBarrier, {})};
   const auto out =
       te::fuse({bcast, single("a", 4), error, single("b", 4), gather, barrier}, 1 << 20);
   EXPECT_EQ(layout(out), (Names{"x", "a+b", "e", "g", "bar"}));
@@ -398,7 +394,7 @@ TEST(Fusion, CompressedTensorsCountFourBytesPerElement) {
 
 TEST(Fusion, MultiTensorResponsesAreLeftAlone) {
   te::Response pair = single("a", 1);
-  pair.tensors.push_back(make("b", te::OpKind::kAllreduce, {1}));
+  pair.tensors.push_back(op_request("b", te::OpKind::kAllreduce, {1}));
   EXPECT_EQ(layout(te::fuse({pair, single("c", 1), single("d", 1)}, 1 << 20)),
             (Names{"a+b", "c+d"}));
 }
@@ -427,27 +423,27 @@ te::CycleResponse cycle(te::Coordinator& c, const std::vector<std::vector<te::Op
 
 TEST(Coordinator, ReadyOnlyWhenEveryRankSubmitted) {
   te::Coordinator c(options(3));
-  EXPECT_TRUE(cycle(c, {{make("a")}, {make("a")}, {}}).responses.empty());
+  EXPECT_TRUE(cycle(c, {{op_request("a")}, {op_request("a")}, {}}).responses.empty());
   EXPECT_TRUE(cycle(c, {{}, {}, {}}).responses.empty());
-  const auto out = cycle(c, {{}, {}, {make("a")}});
+  const auto out = cycle(c, {{}, {}, {op_request("a")}});
   ASSERT_EQ(out.responses.size(), 1u);
   const te::Response& r = out.responses[0];
   EXPECT_EQ(r.type, te::ResponseType::kRun);
   EXPECT_EQ(r.kind, te::OpKind::kAllreduce);
   ASSERT_EQ(r.tensors.size(), 1u);
-  EXPECT_EQ(r.tensors[0], make("a"));
+  EXPECT_EQ(r.tensors[0], op_request("a"));
   EXPECT_TRUE(r.joined_ranks.empty());
   EXPECT_FALSE(out.shutdown);
   EXPECT_EQ(out.shutdown_rank, -1);
   // It ran: it is not answered again, and the name may be submitted again.
   EXPECT_TRUE(cycle(c, {{}, {}, {}}).responses.empty());
-  EXPECT_TRUE(cycle(c, {{make("a")}, {}, {}}).responses.empty());
-  EXPECT_EQ(names_of(cycle(c, {{}, {make("a")}, {make("a")}})), (Names{"a"}));
+  EXPECT_TRUE(cycle(c, {{op_request("a")}, {}, {}}).responses.empty());
+  EXPECT_EQ(names_of(cycle(c, {{}, {op_request("a")}, {op_request("a")}})), (Names{"a"}));
 }
 
 TEST(Coordinator, OneRankJobRunsImmediately) {
   te::Coordinator c(options(1));
-  EXPECT_EQ(names_of(cycle(c, {{make("a"), make("b")}})), (Names{"a", "b"}));
+  EXPECT_EQ(names_of(cycle(c, {{op_request("a"), op_request("b")}})), (Names{"a", "b"}));
 }
 
 TEST(Coordinator, ReadyOrderIsFirstArrivalWhateverTheRanksListOrder) {
@@ -457,36 +453,38 @@ TEST(Coordinator, ReadyOrderIsFirstArrivalWhateverTheRanksListOrder) {
   do {
     SCOPED_TRACE(order[0] + order[1] + order[2]);
     te::Coordinator c(options(2));
-    EXPECT_TRUE(cycle(c, {{make("c"), make("a")}, {}}).responses.empty());
+    EXPECT_TRUE(cycle(c, {{op_request("c"), op_request("a")}, {}}).responses.empty());
     std::vector<te::OpRequest> rank1;
     rank1.reserve(order.size());
-    for (const auto& name : order) rank1.push_back(make(name));
-    EXPECT_EQ(names_of(cycle(c, {{make("b")}, rank1})), (Names{"c", "a", "b"}));
+    for (const auto& name : order) rank1.push_back(op_request(name));
+    EXPECT_EQ(names_of(cycle(c, {{op_request("b")}, rank1})), (Names{"c", "a", "b"}));
   } while (std::next_permutation(order.begin(), order.end()));
 }
 
 TEST(Coordinator, FirstArrivalAcrossRanksAndCycles) {
   te::Coordinator c(options(3));
   // "z" first reaches the coordinator from rank 2, "y" from rank 1 in the same cycle.
-  EXPECT_TRUE(cycle(c, {{}, {make("y")}, {make("z")}}).responses.empty());
-  EXPECT_TRUE(cycle(c, {{make("x")}, {}, {}}).responses.empty());
-  EXPECT_EQ(
-      names_of(cycle(c, {{make("z"), make("y")}, {make("x"), make("z")}, {make("x"), make("y")}})),
-      (Names{"y", "z", "x"}));
+  EXPECT_TRUE(cycle(c, {{}, {op_request("y")}, {op_request("z")}}).responses.empty());
+  EXPECT_TRUE(cycle(c, {{op_request("x")}, {}, {}}).responses.empty());
+  EXPECT_EQ(names_of(cycle(c, {{op_request("z"), op_request("y")},
+                               {op_request("x"), op_request("z")},
+                               {op_request("x"), op_request("y")}})),
+            (Names{"y", "z", "x"}));
 }
 
 TEST(Coordinator, ReadyAllreducesAreFused) {
   te::Coordinator c(options(2, 1 << 20));
-  const auto out = cycle(c, {{make("a"), make("g", te::OpKind::kAllgather, {2}), make("b")},
-                             {make("b"), make("a"), make("g", te::OpKind::kAllgather, {3})}});
+  const auto out =
+      cycle(c, {{op_request("a"), op_request("g", te::OpKind::kAllgather, {2}), op_request("b")},
+                {op_request("b"), op_request("a"), op_request("g", te::OpKind::kAllgather, {3})}});
   EXPECT_EQ(names_of(out), (Names{"a+b", "g"}));
 }
 
 TEST(Coordinator, MismatchBecomesAnErrorNamingTheRanks) {
   te::Coordinator c(options(3, 1 << 20));
-  const auto out = cycle(c, {{make("w", te::OpKind::kAllreduce, {4, 5}), make("ok")},
-                             {make("w", te::OpKind::kAllreduce, {4, 6}), make("ok")},
-                             {make("w", te::OpKind::kAllreduce, {4, 5}), make("ok")}});
+  const auto out = cycle(c, {{op_request("w", te::OpKind::kAllreduce, {4, 5}), op_request("ok")},
+                             {op_request("w", te::OpKind::kAllreduce, {4, 6}), op_request("ok")},
+                             {op_request("w", te::OpKind::kAllreduce, {4, 5}), op_request("ok")}});
   ASSERT_EQ(out.responses.size(), 2u);
   const te::Response& error = out.responses[0];
   EXPECT_EQ(error.type, te::ResponseType::kError);
@@ -500,13 +498,13 @@ TEST(Coordinator, MismatchBecomesAnErrorNamingTheRanks) {
   EXPECT_EQ(out.responses[1].type, te::ResponseType::kRun);
   EXPECT_EQ(names_of(out)[1], "ok");
   // The failed name is free again.
-  EXPECT_NO_THROW(cycle(c, {{make("w")}, {}, {}}));
+  EXPECT_NO_THROW(cycle(c, {{op_request("w")}, {}, {}}));
 }
 
 TEST(Coordinator, MismatchedKindsFail) {
   te::Coordinator c(options(2));
-  const auto out =
-      cycle(c, {{make("t", te::OpKind::kAllreduce)}, {make("t", te::OpKind::kBroadcast)}});
+  const auto out = cycle(
+      c, {{op_request("t", te::OpKind::kAllreduce)}, {op_request("t", te::OpKind::kBroadcast)}});
   ASSERT_EQ(out.responses.size(), 1u);
   EXPECT_EQ(out.responses[0].type, te::ResponseType::kError);
   EXPECT_EQ(out.responses[0].error_code, THREELC_EMISMATCH);
@@ -516,57 +514,58 @@ TEST(Coordinator, MismatchedKindsFail) {
 
 TEST(Coordinator, SubmittingAPendingNameTwiceIsAProtocolError) {
   te::Coordinator c(options(2));
-  c.add(0, {make("a")}, false, t0);
+  c.add(0, {op_request("a")}, false, t0);
   EXPECT_TRUE(c.respond().responses.empty());
-  EXPECT_THROW(c.add(0, {make("a")}, false, t0), te::NegotiationError);
+  EXPECT_THROW(c.add(0, {op_request("a")}, false, t0), te::NegotiationError);
   te::Coordinator d(options(2));
-  EXPECT_THROW(d.add(1, {make("b"), make("b")}, false, t0), te::NegotiationError);
+  EXPECT_THROW(d.add(1, {op_request("b"), op_request("b")}, false, t0), te::NegotiationError);
 }
 
 TEST(Coordinator, JoinedRankTakesPartInAllreducesWithoutData) {
   te::Coordinator c(options(3));
-  const te::OpRequest join = make(te::kJoinName, te::OpKind::kJoin, {});
+  const te::OpRequest join = op_request(te::kJoinName, te::OpKind::kJoin, {});
   // Ranks 0 and 1 submitted "a" before rank 2 joined: the join makes it ready.
-  EXPECT_TRUE(cycle(c, {{make("a")}, {make("a")}, {}}).responses.empty());
+  EXPECT_TRUE(cycle(c, {{op_request("a")}, {op_request("a")}, {}}).responses.empty());
   auto out = cycle(c, {{}, {}, {join}});
   ASSERT_EQ(out.responses.size(), 1u);
   EXPECT_EQ(out.responses[0].type, te::ResponseType::kRun);
   EXPECT_EQ(out.responses[0].tensors[0].name, "a");
   EXPECT_EQ(out.responses[0].joined_ranks, std::vector<int32_t>{2});
   // While the join is pending, allreduces of the others are ready without rank 2.
-  out = cycle(c, {{make("b")}, {make("b")}, {}});
+  out = cycle(c, {{op_request("b")}, {op_request("b")}, {}});
   ASSERT_EQ(names_of(out), (Names{"b"}));
   EXPECT_EQ(out.responses[0].type, te::ResponseType::kRun);
   EXPECT_EQ(out.responses[0].joined_ranks, std::vector<int32_t>{2});
   // But not without rank 1.
-  EXPECT_TRUE(cycle(c, {{make("c")}, {}, {}}).responses.empty());
-  out = cycle(c, {{}, {make("c")}, {}});
+  EXPECT_TRUE(cycle(c, {{op_request("c")}, {}, {}}).responses.empty());
+  out = cycle(c, {{}, {op_request("c")}, {}});
   EXPECT_EQ(names_of(out), (Names{"c"}));
   // A barrier runs without the joined rank too.
-  out = cycle(
-      c, {{make("bar", te::OpKind::kBarrier, {})}, {make("bar", te::OpKind::kBarrier, {})}, {}});
+  out = cycle(c, {{op_request("bar", te::OpKind::kBarrier, {})},
+                  {op_request("bar", te::OpKind::kBarrier, {})},
+                  {}});
   ASSERT_EQ(names_of(out), (Names{"bar"}));
   EXPECT_EQ(out.responses[0].type, te::ResponseType::kRun);
 }
 
 TEST(Coordinator, AJoinedRankThatAlsoSubmittedCountsOnce) {
   te::Coordinator c(options(3));
-  const te::OpRequest join = make(te::kJoinName, te::OpKind::kJoin, {});
+  const te::OpRequest join = op_request(te::kJoinName, te::OpKind::kJoin, {});
   // Rank 2 submitted "x", then joined: "x" still waits for rank 1.
-  EXPECT_TRUE(cycle(c, {{make("x")}, {}, {make("x")}}).responses.empty());
+  EXPECT_TRUE(cycle(c, {{op_request("x")}, {}, {op_request("x")}}).responses.empty());
   EXPECT_TRUE(cycle(c, {{}, {}, {join}}).responses.empty());
-  const auto out = cycle(c, {{}, {make("x")}, {}});
+  const auto out = cycle(c, {{}, {op_request("x")}, {}});
   ASSERT_EQ(names_of(out), (Names{"x"}));
   EXPECT_EQ(out.responses[0].type, te::ResponseType::kRun);
 }
 
 TEST(Coordinator, AllgatherWithAJoinedRankHasZeroRowsForIt) {
   te::Coordinator c(options(4));
-  const te::OpRequest join = make(te::kJoinName, te::OpKind::kJoin, {});
-  const auto out = cycle(c, {{make("g", te::OpKind::kAllgather, {3, 2})},
+  const te::OpRequest join = op_request(te::kJoinName, te::OpKind::kJoin, {});
+  const auto out = cycle(c, {{op_request("g", te::OpKind::kAllgather, {3, 2})},
                              {join},
-                             {make("g", te::OpKind::kAllgather, {0, 2})},
-                             {make("g", te::OpKind::kAllgather, {5, 2})}});
+                             {op_request("g", te::OpKind::kAllgather, {0, 2})},
+                             {op_request("g", te::OpKind::kAllgather, {5, 2})}});
   ASSERT_EQ(out.responses.size(), 1u);
   const te::Response& r = out.responses[0];
   EXPECT_EQ(r.type, te::ResponseType::kRun);
@@ -577,9 +576,9 @@ TEST(Coordinator, AllgatherWithAJoinedRankHasZeroRowsForIt) {
 
 TEST(Coordinator, AllgatherPerRankRowsWithoutJoin) {
   te::Coordinator c(options(3));
-  const auto out = cycle(c, {{make("g", te::OpKind::kAllgather, {2, 7})},
-                             {make("g", te::OpKind::kAllgather, {9, 7})},
-                             {make("g", te::OpKind::kAllgather, {1, 7})}});
+  const auto out = cycle(c, {{op_request("g", te::OpKind::kAllgather, {2, 7})},
+                             {op_request("g", te::OpKind::kAllgather, {9, 7})},
+                             {op_request("g", te::OpKind::kAllgather, {1, 7})}});
   ASSERT_EQ(out.responses.size(), 1u);
   EXPECT_EQ(out.responses[0].per_rank, (std::vector<int64_t>{2, 9, 1}));
   EXPECT_TRUE(out.responses[0].joined_ranks.empty());
@@ -590,9 +589,9 @@ TEST(Coordinator, BroadcastReducescatterAlltoallFailWhileARankHasJoined) {
        {te::OpKind::kBroadcast, te::OpKind::kReducescatter, te::OpKind::kAlltoall}) {
     SCOPED_TRACE(te::op_kind_name(kind));
     te::Coordinator c(options(3));
-    te::OpRequest t = make("t", kind, {6});
+    te::OpRequest t = op_request("t", kind, {6});
     t.splits = {2, 2, 2};
-    const te::OpRequest join = make(te::kJoinName, te::OpKind::kJoin, {});
+    const te::OpRequest join = op_request(te::kJoinName, te::OpKind::kJoin, {});
     const auto out = cycle(c, {{t}, {join}, {t}});
     ASSERT_EQ(out.responses.size(), 1u);
     const te::Response& r = out.responses[0];
@@ -608,7 +607,7 @@ TEST(Coordinator, BroadcastReducescatterAlltoallFailWhileARankHasJoined) {
 
 TEST(Coordinator, JoinCompletesWhenAllRanksJoinedWithTheLastJoiner) {
   te::Coordinator c(options(3));
-  const te::OpRequest join = make(te::kJoinName, te::OpKind::kJoin, {});
+  const te::OpRequest join = op_request(te::kJoinName, te::OpKind::kJoin, {});
   EXPECT_TRUE(cycle(c, {{}, {}, {join}}).responses.empty());
   EXPECT_TRUE(cycle(c, {{join}, {}, {}}).responses.empty());
   auto out = cycle(c, {{}, {join}, {}});
@@ -620,8 +619,8 @@ TEST(Coordinator, JoinCompletesWhenAllRanksJoinedWithTheLastJoiner) {
   ASSERT_EQ(r.tensors.size(), 1u);
   EXPECT_EQ(r.tensors[0].name, te::kJoinName);
   // Afterwards no rank counts as joined: an allreduce needs everyone again.
-  EXPECT_TRUE(cycle(c, {{make("a")}, {make("a")}, {}}).responses.empty());
-  EXPECT_EQ(names_of(cycle(c, {{}, {}, {make("a")}})), (Names{"a"}));
+  EXPECT_TRUE(cycle(c, {{op_request("a")}, {op_request("a")}, {}}).responses.empty());
+  EXPECT_EQ(names_of(cycle(c, {{}, {}, {op_request("a")}})), (Names{"a"}));
   // A second round of joins reports its own last rank.
   EXPECT_TRUE(cycle(c, {{join}, {join}, {}}).responses.empty());
   out = cycle(c, {{}, {}, {join}});
@@ -631,9 +630,9 @@ TEST(Coordinator, JoinCompletesWhenAllRanksJoinedWithTheLastJoiner) {
 
 TEST(Coordinator, JoinResponseComesAfterTheCycleTensors) {
   te::Coordinator c(options(2, 1 << 20));
-  const te::OpRequest join = make(te::kJoinName, te::OpKind::kJoin, {});
-  EXPECT_TRUE(cycle(c, {{make("a")}, {}}).responses.empty());
-  const auto out = cycle(c, {{join}, {make("a"), join}});
+  const te::OpRequest join = op_request(te::kJoinName, te::OpKind::kJoin, {});
+  EXPECT_TRUE(cycle(c, {{op_request("a")}, {}}).responses.empty());
+  const auto out = cycle(c, {{join}, {op_request("a"), join}});
   ASSERT_EQ(out.responses.size(), 2u);
   EXPECT_EQ(out.responses[0].tensors[0].name, "a");
   EXPECT_EQ(out.responses[1].kind, te::OpKind::kJoin);
@@ -643,11 +642,11 @@ TEST(Coordinator, JoinResponseComesAfterTheCycleTensors) {
 // A user's tensor may be called "join": it is an allreduce like any other, not a join.
 TEST(Coordinator, ATensorNamedJoinIsNotAJoin) {
   te::Coordinator c(options(2));
-  const te::OpRequest user = make("join", te::OpKind::kAllreduce, {4});
-  EXPECT_TRUE(cycle(c, {{user, make("a")}, {}}).responses.empty());
+  const te::OpRequest user = op_request("join", te::OpKind::kAllreduce, {4});
+  EXPECT_TRUE(cycle(c, {{user, op_request("a")}, {}}).responses.empty());
   // Rank 0 has not joined: "b" waits for it.
-  EXPECT_TRUE(cycle(c, {{}, {make("b")}}).responses.empty());
-  const auto out = cycle(c, {{make("b")}, {user, make("a")}});
+  EXPECT_TRUE(cycle(c, {{}, {op_request("b")}}).responses.empty());
+  const auto out = cycle(c, {{op_request("b")}, {user, op_request("a")}});
   ASSERT_EQ(out.responses.size(), 3u);
   for (const auto& r : out.responses) {
     EXPECT_EQ(r.type, te::ResponseType::kRun);
@@ -656,7 +655,7 @@ TEST(Coordinator, ATensorNamedJoinIsNotAJoin) {
   }
   EXPECT_EQ(names_of(out), (Names{"join", "a", "b"}));
   // Next to a real join: rank 1 joins while rank 0 submits its tensor "join".
-  const te::OpRequest join = make(te::kJoinName, te::OpKind::kJoin, {});
+  const te::OpRequest join = op_request(te::kJoinName, te::OpKind::kJoin, {});
   const auto mixed = cycle(c, {{user}, {join}});
   ASSERT_EQ(mixed.responses.size(), 1u);
   EXPECT_EQ(mixed.responses[0].kind, te::OpKind::kAllreduce);
@@ -673,7 +672,7 @@ TEST(Coordinator, AlltoallPerRankIsSenderMajor) {
   std::vector<std::vector<te::OpRequest>> by_rank;
   const std::vector<std::vector<int64_t>> splits = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
   for (const auto& s : splits) {
-    te::OpRequest r = make("x", te::OpKind::kAlltoall, {s[0] + s[1] + s[2], 2});
+    te::OpRequest r = op_request("x", te::OpKind::kAlltoall, {s[0] + s[1] + s[2], 2});
     r.splits = s;
     by_rank.push_back({r});
   }
@@ -690,7 +689,7 @@ TEST(Coordinator, ShutdownNamesTheFirstRankThatAskedForIt) {
   EXPECT_FALSE(out.shutdown);
   EXPECT_EQ(out.shutdown_rank, -1);
   c.add(0, {}, false, t0);
-  c.add(1, {make("a")}, true, t0);
+  c.add(1, {op_request("a")}, true, t0);
   c.add(2, {}, true, t0);
   out = c.respond();
   EXPECT_TRUE(out.shutdown);
@@ -714,8 +713,8 @@ TEST(Coordinator, ShutdownByRankZero) {
 
 TEST(Coordinator, ShutdownStillAnswersTheReadyTensors) {
   te::Coordinator c(options(2));
-  c.add(0, {make("a")}, false, t0);
-  c.add(1, {make("a")}, true, t0);
+  c.add(0, {op_request("a")}, false, t0);
+  c.add(1, {op_request("a")}, true, t0);
   const auto out = c.respond();
   EXPECT_TRUE(out.shutdown);
   EXPECT_EQ(out.shutdown_rank, 1);
@@ -724,9 +723,9 @@ TEST(Coordinator, ShutdownStillAnswersTheReadyTensors) {
 
 TEST(Coordinator, StallWarningsNameTheMissingRanks) {
   te::Coordinator c(options(4, 0, 5s));
-  c.add(0, {make("slow")}, false, t0);
-  c.add(2, {make("slow")}, false, t0 + 1s);
-  c.add(3, {make("slow"), make("done")}, false, t0 + 1s);
+  c.add(0, {op_request("slow")}, false, t0);
+  c.add(2, {op_request("slow")}, false, t0 + 1s);
+  c.add(3, {op_request("slow"), op_request("done")}, false, t0 + 1s);
   EXPECT_TRUE(c.respond().responses.empty());
   EXPECT_TRUE(c.stall_warnings(t0 + 4s).empty());
   const auto warnings = c.stall_warnings(t0 + 6s);
@@ -738,7 +737,7 @@ TEST(Coordinator, StallWarningsNameTheMissingRanks) {
   EXPECT_TRUE(contains(warnings[1], "'done'")) << all;
   EXPECT_TRUE(contains(warnings[1], "ranks 0-2 ")) << all;
   // Once a tensor runs it is no longer stalled.
-  c.add(1, {make("slow")}, false, t0 + 20s);
+  c.add(1, {op_request("slow")}, false, t0 + 20s);
   EXPECT_EQ(names_of(c.respond()), (Names{"slow"}));
   const auto later = c.stall_warnings(t0 + 30s);
   ASSERT_EQ(later.size(), 1u);
@@ -747,17 +746,17 @@ TEST(Coordinator, StallWarningsNameTheMissingRanks) {
 
 TEST(Coordinator, TensorsRunWithAJoinedRankAreNotStalled) {
   te::Coordinator c(options(3, 0, 5s));
-  const te::OpRequest join = make(te::kJoinName, te::OpKind::kJoin, {});
-  c.add(0, {make("a")}, false, t0);
-  c.add(1, {make("a")}, false, t0);
+  const te::OpRequest join = op_request(te::kJoinName, te::OpKind::kJoin, {});
+  c.add(0, {op_request("a")}, false, t0);
+  c.add(1, {op_request("a")}, false, t0);
   c.add(2, {join}, false, t0);
   EXPECT_EQ(names_of(c.respond()), (Names{"a"}));
   for (const std::string& warning : c.stall_warnings(t0 + 60s)) {
     EXPECT_FALSE(contains(warning, "'a'")) << warning;
   }
   // Neither are mismatched tensors, which fail at once.
-  c.add(0, {make("m", te::OpKind::kAllreduce, {1})}, false, t0 + 61s);
-  c.add(1, {make("m", te::OpKind::kAllreduce, {2})}, false, t0 + 61s);
+  c.add(0, {op_request("m", te::OpKind::kAllreduce, {1})}, false, t0 + 61s);
+  c.add(1, {op_request("m", te::OpKind::kAllreduce, {2})}, false, t0 + 61s);
   const auto out = c.respond();
   ASSERT_EQ(out.responses.size(), 1u);
   EXPECT_EQ(out.responses[0].type, te::ResponseType::kError);
@@ -768,7 +767,7 @@ TEST(Coordinator, TensorsRunWithAJoinedRankAreNotStalled) {
 
 TEST(Coordinator, NoStallWarningsWhenDisabled) {
   te::Coordinator c(options(2, 0, Clock::duration::zero()));
-  c.add(0, {make("a")}, false, t0);
+  c.add(0, {op_request("a")}, false, t0);
   c.respond();
   EXPECT_TRUE(c.stall_warnings(t0 + 1000s).empty());
 }

@@ -15,6 +15,7 @@
 #include "negotiation/messages.h"
 #include "negotiation/response_cache.h"
 #include "negotiation/wire.h"
+#include "op_requests.h"
 #include "runtime/operation.h"
 #include "threelc/threelc.h"
 
@@ -23,16 +24,7 @@ namespace {
 namespace te = threelc::engine;
 using Bytes = std::vector<std::byte>;
 
-te::OpRequest make(const std::string& name, te::OpKind kind = te::OpKind::kAllreduce,
-                   te::ElementType dtype = te::ElementType::kFloat32,
-                   std::vector<int64_t> shape = {4}) {
-  te::OpRequest r;
-  r.name = name;
-  r.kind = kind;
-  r.dtype = dtype;
-  r.shape = std::move(shape);
-  return r;
-}
+using threelc::test_support::op_request;
 
 // Requests exercising every kind, dtype and reduce op, and every other field with values away
 // from their defaults (so a field left out of the wire format cannot round-trip by accident).
@@ -58,13 +50,13 @@ std::vector<te::OpRequest> varied_requests() {
       out.push_back(r);
     }
   }
-  te::OpRequest odd = make(std::string("odd\0name \xff\xfe", 11), te::OpKind::kAlltoall,
-                           te::ElementType::kInt64, {9, 2});
+  te::OpRequest odd = op_request(std::string("odd\0name \xff\xfe", 11), te::OpKind::kAlltoall,
+                                 {9, 2}, te::ElementType::kInt64);
   odd.splits = {2, 3, 4};
   odd.root = std::numeric_limits<int32_t>::max();
   odd.device = 7;
   out.push_back(odd);
-  te::OpRequest empty_name = make("", te::OpKind::kBarrier);
+  te::OpRequest empty_name = op_request("", te::OpKind::kBarrier);
   empty_name.shape.clear();
   out.push_back(empty_name);
   return out;
@@ -102,13 +94,13 @@ te::CycleResponse varied_response() {
   m.shutdown_rank = 3;
   m.abort = "rank 2 closed the connection";
   te::Response fused;  // three allreduces fused
-  fused.tensors = {make("a"), make("b", te::OpKind::kAllreduce, te::ElementType::kFloat32, {2, 2}),
-                   make("c", te::OpKind::kAllreduce, te::ElementType::kFloat32, {})};
+  fused.tensors = {op_request("a"), op_request("b", te::OpKind::kAllreduce, {2, 2}),
+                   op_request("c", te::OpKind::kAllreduce, {})};
   fused.joined_ranks = {1, 3};
   m.responses.push_back(fused);
   te::Response gather;
   gather.kind = te::OpKind::kAllgather;
-  gather.tensors = {make("g", te::OpKind::kAllgather, te::ElementType::kInt8, {5, 3})};
+  gather.tensors = {op_request("g", te::OpKind::kAllgather, {5, 3}, te::ElementType::kInt8)};
   gather.per_rank = {5, 0, 2, int64_t{1} << 33};
   gather.joined_ranks = {1};
   m.responses.push_back(gather);
@@ -120,13 +112,13 @@ te::CycleResponse varied_response() {
   te::Response error;
   error.type = te::ResponseType::kError;
   error.kind = te::OpKind::kBroadcast;
-  error.tensors = {make("w", te::OpKind::kBroadcast)};
+  error.tensors = {op_request("w", te::OpKind::kBroadcast)};
   error.error_code = THREELC_EMISMATCH;
   error.error_message = "tensor 'w': ranks disagree on shape: ranks 0, 2 sent [4]; rank 1 sent [5]";
   m.responses.push_back(error);
   te::Response join;
   join.kind = te::OpKind::kJoin;
-  join.tensors = {make("join", te::OpKind::kJoin, te::ElementType::kFloat32, {})};
+  join.tensors = {op_request("join", te::OpKind::kJoin, {})};
   join.last_joined_rank = 2;
   m.responses.push_back(join);
   te::Response empty_error;  // an error with no tensors and an empty message
@@ -189,7 +181,7 @@ TEST(NegotiationMessages, CycleRequestMatchesTheDocumentedLayout) {
   te::CycleRequest m;
   m.shutdown = true;
   m.cache_hits = {0x01020304};
-  te::OpRequest r = make("ab", te::OpKind::kReducescatter, te::ElementType::kFloat16, {3, 2});
+  te::OpRequest r = op_request("ab", te::OpKind::kReducescatter, {3, 2}, te::ElementType::kFloat16);
   r.op = te::ReduceOp::kMax;
   r.prescale = 2.0;
   r.postscale = 0.5;
@@ -271,10 +263,10 @@ TEST(NegotiationMessages, CycleResponseRoundTripsEveryField) {
 }
 
 TEST(NegotiationMessages, CachedTensorsTravelAsSlots) {
-  const te::OpRequest a = make("a", te::OpKind::kAllreduce, te::ElementType::kFloat32, {64, 64});
-  const te::OpRequest b = make("layer/2/bias", te::OpKind::kBroadcast);
-  const te::OpRequest c = make("c", te::OpKind::kReducescatter, te::ElementType::kInt32, {8});
-  const te::OpRequest uncached = make("u");
+  const te::OpRequest a = op_request("a", te::OpKind::kAllreduce, {64, 64});
+  const te::OpRequest b = op_request("layer/2/bias", te::OpKind::kBroadcast);
+  const te::OpRequest c = op_request("c", te::OpKind::kReducescatter, {8}, te::ElementType::kInt32);
+  const te::OpRequest uncached = op_request("u");
   te::OpRequest a_changed = a;  // same name, different shape: not a cache hit
   a_changed.shape = {64, 65};
 
@@ -355,10 +347,10 @@ TEST(NegotiationMessages, EveryTruncationIsRejected) {
         << "request cut to " << n << " of " << request_bytes_.size() << " bytes";
   }
   te::ResponseCache cache(4);
-  cache.use(make("a"));
+  cache.use(op_request("a"));
   te::CycleResponse response = varied_response();
   response.responses.resize(10);
-  response.responses[0].tensors[0] = make("a");  // one slot
+  response.responses[0].tensors[0] = op_request("a");  // one slot
   const Bytes response_bytes = te::serialize(response, cache);
   for (size_t n = 0; n < response_bytes.size(); ++n) {
     EXPECT_THROW(te::parse_cycle_response(std::span(response_bytes).first(n), cache),
@@ -474,7 +466,7 @@ struct RawResponse {
     w.u32(tensors);
     w.u8(flag);
     if (flag == 0) {
-      te::write_request(w, make("x"));
+      te::write_request(w, op_request("x"));
     } else {
       w.u32(slot);
     }
@@ -494,8 +486,8 @@ struct RawResponse {
 
 TEST(NegotiationMessages, HostileResponsesAreRejected) {
   te::ResponseCache cache(4);
-  cache.use(make("s0"));
-  cache.use(make("s1"));
+  cache.use(op_request("s0"));
+  cache.use(op_request("s1"));
   ASSERT_NO_THROW(te::parse_cycle_response(RawResponse{}.bytes(), cache));
   const auto with = [](auto change) {
     RawResponse r;
@@ -557,7 +549,7 @@ TEST(NegotiationMessages, HostileResponsesAreRejected) {
 // throw anything else; what parses must be canonical after one more round trip.
 TEST(NegotiationMessages, RandomMutationsParseOrThrowNegotiationError) {
   te::ResponseCache cache(6);
-  for (const char* name : {"a", "b", "c"}) cache.use(make(name));
+  for (const char* name : {"a", "b", "c"}) cache.use(op_request(name));
   std::vector<Bytes> requests;
   std::vector<Bytes> responses;
   {
@@ -567,16 +559,16 @@ TEST(NegotiationMessages, RandomMutationsParseOrThrowNegotiationError) {
     m.requests.assign(varied.begin(), varied.begin() + 5);
     requests.push_back(te::serialize(m));
     m.shutdown = true;
-    m.requests = {make("x", te::OpKind::kAlltoall, te::ElementType::kInt8, {3, 2})};
+    m.requests = {op_request("x", te::OpKind::kAlltoall, {3, 2}, te::ElementType::kInt8)};
     m.requests[0].splits = {1, 2};
     requests.push_back(te::serialize(m));
     te::CycleResponse r = varied_response();
     r.responses.resize(7);
-    r.responses[0].tensors[1] = make("b");
+    r.responses[0].tensors[1] = op_request("b");
     responses.push_back(te::serialize(r, cache));
     te::CycleResponse small;
     te::Response run;
-    run.tensors = {make("a"), make("c")};
+    run.tensors = {op_request("a"), op_request("c")};
     small.responses = {run};
     responses.push_back(te::serialize(small, cache));
   }
@@ -654,14 +646,14 @@ TEST(NegotiationMessages, RandomMutationsParseOrThrowNegotiationError) {
 TEST(ResponseCache, EmptyCacheFindsNothing) {
   const te::ResponseCache cache(4);
   EXPECT_EQ(cache.size(), 0u);
-  EXPECT_FALSE(cache.find(make("a")).has_value());
+  EXPECT_FALSE(cache.find(op_request("a")).has_value());
   EXPECT_THROW(cache.at(0), te::NegotiationError);
   EXPECT_THROW(cache.at(3), te::NegotiationError);
 }
 
 TEST(ResponseCache, FindsOnlyExactMatches) {
   te::ResponseCache cache(4);
-  te::OpRequest a = make("a", te::OpKind::kAllreduce, te::ElementType::kFloat32, {2, 3});
+  te::OpRequest a = op_request("a", te::OpKind::kAllreduce, {2, 3});
   a.compress = true;
   a.sparsity = 0.5f;
   cache.use(a);
@@ -694,9 +686,9 @@ TEST(ResponseCache, FindsOnlyExactMatches) {
 
 TEST(ResponseCache, UseRefreshesAndReplacesSameNameInPlace) {
   te::ResponseCache cache(3);
-  const te::OpRequest a = make("a");
-  const te::OpRequest b = make("b");
-  const te::OpRequest c = make("c");
+  const te::OpRequest a = op_request("a");
+  const te::OpRequest b = op_request("b");
+  const te::OpRequest c = op_request("c");
   cache.use(a);
   cache.use(b);
   cache.use(a);  // again: same slot, no new entry
@@ -724,7 +716,7 @@ TEST(ResponseCache, UseRefreshesAndReplacesSameNameInPlace) {
 
 TEST(ResponseCache, EvictsTheLeastRecentlyUsedAtCapacity) {
   te::ResponseCache cache(3);
-  const auto r = [](const char* name) { return make(name); };
+  const auto r = [](const char* name) { return op_request(name); };
   cache.use(r("a"));  // slot 0
   cache.use(r("b"));  // slot 1
   cache.use(r("c"));  // slot 2
@@ -753,10 +745,10 @@ TEST(ResponseCache, EvictsTheLeastRecentlyUsedAtCapacity) {
 
 TEST(ResponseCache, CapacityZeroCachesNothing) {
   te::ResponseCache cache(0);
-  cache.use(make("a"));
-  cache.use(make("a"));
+  cache.use(op_request("a"));
+  cache.use(op_request("a"));
   EXPECT_EQ(cache.size(), 0u);
-  EXPECT_FALSE(cache.find(make("a")).has_value());
+  EXPECT_FALSE(cache.find(op_request("a")).has_value());
   EXPECT_THROW(cache.at(0), te::NegotiationError);
 }
 
@@ -768,7 +760,7 @@ TEST(ResponseCache, OnlyAllreduceBroadcastAndReducescatterAreCached) {
       {te::OpKind::kJoin, false}};
   for (const auto& [kind, cacheable] : kinds) {
     SCOPED_TRACE(te::op_kind_name(kind));
-    const te::OpRequest r = make("t", kind);
+    const te::OpRequest r = op_request("t", kind);
     EXPECT_EQ(te::ResponseCache::cacheable(r), cacheable);
     te::ResponseCache cache(4);
     cache.use(r);
@@ -833,7 +825,7 @@ TEST(ResponseCache, CachesFedTheSameUsesStayIdentical) {
   std::mt19937 rng(12345);
   for (int step = 0; step < 3000; ++step) {
     const auto kind = static_cast<te::OpKind>(rng() % te::kOpKindCount);
-    te::OpRequest r = make("t" + std::to_string(rng() % 20), kind);
+    te::OpRequest r = op_request("t" + std::to_string(rng() % 20), kind);
     r.shape = {static_cast<int64_t>(rng() % 3)};  // the same name comes back changed
     first.use(r);
     second.use(r);

@@ -15,17 +15,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
+#include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "collectives/push_pull.h"
 #include "error_feedback.h"
+#include "probe_support.h"
 #include "threelc/transport/transport.h"
 
 namespace te = threelc::engine;
 namespace tt = threelc::transport;
+namespace ts = threelc::test_support;
 
 namespace {
 
@@ -36,16 +37,6 @@ float value(int rank, size_t tensor, size_t i, int iteration) {
   const size_t k = static_cast<size_t>(rank) * 7919 + tensor * 104729 + i * 31 + (i >> 7) +
                    static_cast<size_t>(iteration) * 17;
   return static_cast<float>(static_cast<int>(k % 17) - 8);
-}
-
-uint64_t fnv1a(const std::vector<float>& values) {
-  uint64_t h = 1469598103934665603ull;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
-  for (size_t i = 0; i < values.size() * sizeof(float); ++i) {
-    h ^= bytes[i];
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 // With s = 1 and no prior error, a rank's push residual at any element is at most half the
@@ -96,8 +87,9 @@ int run_case(tt::Context& ctx, te::ErrorFeedbackStore& store, const Case& c, boo
       }
     }
     te::push_pull_sum(ctx, fused, tensors, store, options);
-    std::printf("HASH %s %d %016llx\n", tag.c_str(), it,
-                static_cast<unsigned long long>(fnv1a(fused)));
+    std::printf(
+        "HASH %s %d %016llx\n", tag.c_str(), it,
+        static_cast<unsigned long long>(ts::fnv1a(std::as_bytes(std::span<const float>(fused)))));
     for (size_t i = 0; i < total; ++i) {
       const double out = fused[i];
       if (!compress || n == 1) {
@@ -132,27 +124,16 @@ int malformed(tt::Context& ctx) {
   std::vector<float> fused(1000, 1.0f);
   const std::vector<te::TensorSlice> tensors = {{"w", 0, fused.size()}};
   const te::PushPullOptions options;
-  if (ctx.rank() == 1) {
-    std::vector<std::byte> garbage(64, std::byte{0xFF});
-    ctx.pair(0).send(options.tag_base, garbage).wait();
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-    return 0;
-  }
-  te::ErrorFeedbackStore store;
-  try {
+  return ts::expect_error_from_rank1(ctx, options.tag_base, 64, "push_pull_probe", [&] {
+    te::ErrorFeedbackStore store;
     te::push_pull_sum(ctx, fused, tensors, store, options);
-  } catch (const te::CollectiveError& e) {
-    std::printf("ERROR %d %s\n", e.peer(), e.what());
-    return e.peer() == 1 ? 0 : 2;
-  }
-  std::fprintf(stderr, "push_pull_probe: a garbage block was accepted\n");
-  return 2;
+  });
 }
 
 }  // namespace
 
 int main() {
-  try {
+  return ts::probe_main("push_pull_probe", [] {
     auto ctx = tt::connect(tt::options_from_environment());
     const char* mode = std::getenv("THREELC_PROBE_MODE");
     if (mode != nullptr && std::strcmp(mode, "malformed") == 0) return malformed(*ctx);
@@ -171,13 +152,6 @@ int main() {
         if (const int rc = run_case(*ctx, store, c, compress); rc != 0) return rc;
       }
     }
-    std::fflush(stdout);
     return 0;
-  } catch (const tt::Error& e) {
-    std::fprintf(stderr, "push_pull_probe: transport error (peer %d): %s\n", e.peer(), e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "push_pull_probe: %s\n", e.what());
-    return 3;
-  }
+  });
 }

@@ -1,21 +1,18 @@
 // Multi-process tests of the TCP transport: real transport_probe processes on 127.0.0.1 with
 // the environment threelcrun would give them, plus hostile raw TCP clients.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,15 +21,11 @@
 #include "test_processes.h"
 #include "threelc/transport/transport.h"
 
-extern char** environ;
-
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Env = std::map<std::string, std::string>;
-
-using threelc::test_support::free_port;
-using threelc::test_support::read_file;
+namespace ts = threelc::test_support;
+using ts::Clock;
+using ts::Env;
 
 struct Process {
   pid_t pid = -1;
@@ -41,55 +34,24 @@ struct Process {
   bool exited = false;
 };
 
+// A job of transport_probe ranks whose ranks the test starts one by one, each with its own
+// environment overrides.
 class Job {
  public:
-  Job(int size, const std::string& name) : size_(size), port_(free_port()), name_(name) {}
+  Job(int size, const std::string& name) : size_(size), port_(ts::free_port()), name_(name) {}
 
   Env env(int rank) const {
-    return {{"THREELC_RANK", std::to_string(rank)},
-            {"THREELC_SIZE", std::to_string(size_)},
-            {"THREELC_LOCAL_RANK", std::to_string(rank)},
-            {"THREELC_LOCAL_SIZE", std::to_string(size_)},
-            {"THREELC_COORDINATOR", "127.0.0.1:" + std::to_string(port_)},
-            {"THREELC_SECRET", "s3cret-" + name_},
-            {"THREELC_START_TIMEOUT", "20"},
-            {"THREELC_TIMEOUT", "10"}};
+    Env vars = ts::rank_environment(rank, size_, port_, "s3cret-" + name_);
+    vars["THREELC_TIMEOUT"] = "10";
+    return vars;
   }
 
   Process& spawn(int rank, const Env& overrides = {}) {
     Env vars = env(rank);
     for (const auto& [k, v] : overrides) vars[k] = v;
-    std::vector<std::string> strings;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string entry = *e;
-      if (entry.rfind("THREELC_", 0) == 0 || entry.rfind("OMPI_", 0) == 0 ||
-          entry.rfind("SLURM_", 0) == 0 || entry.rfind("RANK=", 0) == 0) {
-        continue;
-      }
-      strings.push_back(entry);
-    }
-    for (const auto& [k, v] : vars) {
-      std::string entry = k;
-      entry += '=';
-      entry += v;
-      strings.push_back(std::move(entry));
-    }
-    std::vector<char*> envp;
-    envp.reserve(strings.size() + 1);
-    for (auto& s : strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
     auto& process = processes_[rank];
-    process.log =
-        ::testing::TempDir() + "transport_" + name_ + "_rank" + std::to_string(rank) + ".log";
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, process.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    std::string path = TRANSPORT_PROBE_PATH;
-    char* argv[] = {path.data(), nullptr};
-    EXPECT_EQ(posix_spawn(&process.pid, path.c_str(), &actions, nullptr, argv, envp.data()), 0);
-    posix_spawn_file_actions_destroy(&actions);
+    process.log = ts::log_path("transport_" + name_, rank);
+    process.pid = ts::spawn_logged(TRANSPORT_PROBE_PATH, vars, process.log);
     return process;
   }
 
@@ -98,32 +60,19 @@ class Job {
     const auto deadline = Clock::now() + limit;
     bool hung = false;
     for (auto& [rank, process] : processes_) {
-      while (!process.exited) {
-        int status = 0;
-        const pid_t done = ::waitpid(process.pid, &status, WNOHANG);
-        if (done == process.pid) {
-          process.exited = true;
-          process.status = status;
-        } else if (Clock::now() > deadline) {
-          ::kill(process.pid, SIGKILL);
-          ::waitpid(process.pid, &status, 0);
-          process.exited = true;
-          process.status = -1;
-          hung = true;
-          ADD_FAILURE() << "rank " << rank << " hung:\n" << read_file(process.log);
-        } else {
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
+      if (process.exited) continue;
+      process.status = ts::wait_until(process.pid, deadline);
+      process.exited = true;
+      if (process.status == -1) {
+        hung = true;
+        ADD_FAILURE() << "rank " << rank << " hung:\n" << ts::read_file(process.log);
       }
     }
     return !hung;
   }
 
-  int exit_code(int rank) {
-    const int status = processes_.at(rank).status;
-    return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  std::string output(int rank) { return read_file(processes_.at(rank).log); }
+  int exit_code(int rank) { return ts::exit_code(processes_.at(rank).status); }
+  std::string output(int rank) { return ts::read_file(processes_.at(rank).log); }
   uint16_t port() const { return port_; }
 
   ~Job() {
