@@ -119,6 +119,7 @@ void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
       if (!taken[i]) continue;
       // The name leaves the queue first: a caller woken by complete() may submit it again.
       parts_.queue->finish(taken[i]->request.name);
+      ++parts_.counters->operations;
       parts_.handles->complete(taken[i]->handle, code, message,
                                results ? std::move((*results)[i]) : OpResult{});
     }
@@ -144,22 +145,18 @@ void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
     parts_.stats->operation_done(op_kind_name(response.kind), response.tensors.size(), input_bytes,
                                  response.tensors[0].compress,
                                  parts_.stats->bytes_sent() - sent_before);
-    parts_.counters->operations += response.tensors.size();
-    if (response.kind == OpKind::kAllreduce) {
-      for (const OpRequest& t : response.tensors) parts_.counters->allreduce_bytes += t.bytes();
-    }
+    if (response.kind == OpKind::kAllreduce) parts_.counters->allreduce_bytes += input_bytes;
     finish(THREELC_OK, "", &results);
   } catch (const std::exception& e) {
     finish(THREELC_EPEER, e.what(), nullptr);
     throw;
   }
-  if (response.type == ResponseType::kRun) {
-    for (const OpRequest& t : response.tensors) cache_.use(t);
-  }
+  for (const OpRequest& t : response.tensors) cache_.use(t);
 }
 
 void BackgroundLoop::fail_everything(int code, const std::string& reason) {
   for (Operation& op : parts_.queue->take_all()) {
+    ++parts_.counters->operations;
     parts_.handles->complete(op.handle, code, reason);
   }
 }

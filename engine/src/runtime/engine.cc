@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "runtime/engine_error.h"
 #include "threelc/threelc.h"
