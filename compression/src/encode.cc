@@ -75,6 +75,12 @@ void write_raw(const Values& values, uint8_t* out, EncodedBlock* result) {
 
 }  // namespace
 
+float max_abs(const Values& values, Isa isa) {
+  if (values.count == 0 || values.data == nullptr) return 0.0f;
+  // A pattern above 0x7F800000 is a NaN (with the sign cleared), so a NaN wins the max.
+  return std::bit_cast<float>(block_abs_max_bits(detail::kernels_for(isa), values, nullptr));
+}
+
 Status encode_raw(const Values& values, std::span<uint8_t> out, EncodedBlock* result) {
   if (Status status = check_values(values, out.size(), raw_block_bytes(values.count));
       !status.ok()) {

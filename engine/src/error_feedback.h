@@ -13,8 +13,9 @@ namespace threelc::engine {
 
 class ErrorFeedbackStore {
  public:
-  // The buffer of `name`, zero-initialized with `count` elements on first use. Throws
-  // std::invalid_argument when `name` was first used with another count.
+  // The buffer of `name`, zero-initialized with `count` elements on first use. A name reused
+  // with another element count starts again from zeros: a residual of one shape means nothing
+  // to a tensor of another (every rank sees the same counts, so every rank starts again).
   std::span<float> get(const std::string& name, size_t count);
 
   bool contains(const std::string& name) const { return buffers_.count(name) != 0; }

@@ -135,6 +135,17 @@ constexpr Row kRows[] = {
        s.sparsity = sparsity;
        return true;
      }},
+    {{"THREELC_FEEDBACK_LIMIT", "100", "a number >= 0 and <= 1e12, 0 to disable",
+      "every 8th compressed step of a tensor, each rank compares its largest error-feedback "
+      "residual with the largest gradient of the last 8 such checks and logs an error (naming "
+      "the tensor: lower the sparsity) when the residual is more than this many times larger; "
+      "0 disables the check"},
+     [](std::string_view value, EngineSettings& s) {
+       const auto limit = parse_number(value);
+       if (!limit || *limit < 0 || *limit > 1e12) return false;
+       s.feedback_limit = *limit;
+       return true;
+     }},
     {{"THREELC_MIN_COMPRESS_BYTES", "65536",
       "an integer number of bytes (suffix K, M or G for KiB, MiB, GiB)",
       "float tensors smaller than this are sent raw (64 KiB)"},
@@ -189,6 +200,20 @@ constexpr Row kRows[] = {
        long long ms = std::llround(*seconds * 1000.0);
        if (ms == 0 && *seconds > 0) ms = 1;  // positive never means "disabled"
        s.stall_check_time = std::chrono::milliseconds(ms);
+       return true;
+     }},
+    {{"THREELC_STALL_TIMEOUT", "600",
+      "a number of seconds >= 0 and <= 1000000 (fractions allowed), 0 to disable",
+      "a tensor that some ranks submitted and others have not for this many seconds fails with "
+      "THREELC_EMISMATCH on the ranks that submitted it, naming the missing ranks and what they "
+      "have pending (a name mismatch then fails on every rank instead of hanging); 0 waits "
+      "forever"},
+     [](std::string_view value, EngineSettings& s) {
+       const auto seconds = parse_number(value);
+       if (!seconds || *seconds < 0 || *seconds > 1e6) return false;
+       long long ms = std::llround(*seconds * 1000.0);
+       if (ms == 0 && *seconds > 0) ms = 1;  // positive never means "disabled"
+       s.stall_timeout = std::chrono::milliseconds(ms);
        return true;
      }},
     {{"THREELC_LOG_LEVEL", "warning", "trace, debug, info, warning or error (any case)",

@@ -37,6 +37,9 @@ struct EngineSettings {
   bool compression = true;
   // THREELC_SPARSITY: the 3LC sparsity multiplier s, in [1, 2).
   float sparsity = 1.0f;
+  // THREELC_FEEDBACK_LIMIT: a tensor's error feedback is reported as running away when its
+  // largest residual exceeds this many times the largest recent gradient; zero disables.
+  double feedback_limit = 100.0;
   // THREELC_MIN_COMPRESS_BYTES: smaller tensors are sent raw.
   size_t min_compress_bytes = 65536;
   // THREELC_ALLREDUCE
@@ -50,6 +53,9 @@ struct EngineSettings {
   // THREELC_STALL_CHECK_TIME: rank 0 warns about tensors some ranks submitted and others have
   // not for this long; zero disables the check.
   std::chrono::milliseconds stall_check_time{60'000};
+  // THREELC_STALL_TIMEOUT: rank 0 fails a tensor (THREELC_EMISMATCH on every rank that
+  // submitted it) that some ranks submitted and others have not for this long; zero disables.
+  std::chrono::milliseconds stall_timeout{600'000};
   // THREELC_LOG_LEVEL
   LogLevel log_level = LogLevel::kWarning;
   // THREELC_CACHE_CAPACITY: entries of the response cache; 0 disables the cache.

@@ -59,14 +59,18 @@ TEST(BlockPlan, RejectsLayoutsThatDoNotTileTheBuffer) {
   EXPECT_EQ(te::plan_blocks(0, {}, 3, 1024).blocks.size(), 0u);
 }
 
-TEST(ErrorFeedbackStore, ZeroOnFirstUseKeptAfterwardsAndSizeFixed) {
+TEST(ErrorFeedbackStore, ZeroOnFirstUseKeptAfterwardsAndRestartedForAnotherSize) {
   te::ErrorFeedbackStore store;
   auto a = store.get("w", 3);
   ASSERT_EQ(a.size(), 3u);
   EXPECT_EQ(a[1], 0.0f);
   a[1] = 2.5f;
   EXPECT_EQ(store.get("w", 3)[1], 2.5f);
-  EXPECT_THROW(store.get("w", 4), std::invalid_argument);
+  auto resized = store.get("w", 4);
+  ASSERT_EQ(resized.size(), 4u);
+  for (float e : resized) EXPECT_EQ(e, 0.0f);
+  resized[0] = 1.0f;
+  EXPECT_EQ(store.get("w", 4)[0], 1.0f);
   EXPECT_EQ(store.get("b", 0).size(), 0u);
   EXPECT_EQ(store.size(), 2u);
 }

@@ -418,7 +418,7 @@ te::CycleResponse cycle(te::Coordinator& c, const std::vector<std::vector<te::Op
   for (size_t rank = 0; rank < by_rank.size(); ++rank) {
     c.add(static_cast<int>(rank), by_rank[rank], false, now);
   }
-  return c.respond();
+  return c.respond(now);
 }
 
 TEST(Coordinator, ReadyOnlyWhenEveryRankSubmitted) {
@@ -515,7 +515,7 @@ TEST(Coordinator, MismatchedKindsFail) {
 TEST(Coordinator, SubmittingAPendingNameTwiceIsAProtocolError) {
   te::Coordinator c(options(2));
   c.add(0, {op_request("a")}, false, t0);
-  EXPECT_TRUE(c.respond().responses.empty());
+  EXPECT_TRUE(c.respond(t0).responses.empty());
   EXPECT_THROW(c.add(0, {op_request("a")}, false, t0), te::NegotiationError);
   te::Coordinator d(options(2));
   EXPECT_THROW(d.add(1, {op_request("b"), op_request("b")}, false, t0), te::NegotiationError);
@@ -691,13 +691,13 @@ TEST(Coordinator, ShutdownNamesTheFirstRankThatAskedForIt) {
   c.add(0, {}, false, t0);
   c.add(1, {op_request("a")}, true, t0);
   c.add(2, {}, true, t0);
-  out = c.respond();
+  out = c.respond(t0);
   EXPECT_TRUE(out.shutdown);
   EXPECT_EQ(out.shutdown_rank, 1);
   EXPECT_TRUE(out.responses.empty());
   // It stays set.
   c.add(0, {}, true, t0);
-  out = c.respond();
+  out = c.respond(t0);
   EXPECT_TRUE(out.shutdown);
   EXPECT_EQ(out.shutdown_rank, 1);
 }
@@ -706,7 +706,7 @@ TEST(Coordinator, ShutdownByRankZero) {
   te::Coordinator c(options(2));
   c.add(0, {}, true, t0);
   c.add(1, {}, false, t0);
-  const auto out = c.respond();
+  const auto out = c.respond(t0);
   EXPECT_TRUE(out.shutdown);
   EXPECT_EQ(out.shutdown_rank, 0);
 }
@@ -715,7 +715,7 @@ TEST(Coordinator, ShutdownStillAnswersTheReadyTensors) {
   te::Coordinator c(options(2));
   c.add(0, {op_request("a")}, false, t0);
   c.add(1, {op_request("a")}, true, t0);
-  const auto out = c.respond();
+  const auto out = c.respond(t0);
   EXPECT_TRUE(out.shutdown);
   EXPECT_EQ(out.shutdown_rank, 1);
   EXPECT_EQ(names_of(out), (Names{"a"}));
@@ -726,7 +726,7 @@ TEST(Coordinator, StallWarningsNameTheMissingRanks) {
   c.add(0, {op_request("slow")}, false, t0);
   c.add(2, {op_request("slow")}, false, t0 + 1s);
   c.add(3, {op_request("slow"), op_request("done")}, false, t0 + 1s);
-  EXPECT_TRUE(c.respond().responses.empty());
+  EXPECT_TRUE(c.respond(t0).responses.empty());
   EXPECT_TRUE(c.stall_warnings(t0 + 4s).empty());
   const auto warnings = c.stall_warnings(t0 + 6s);
   ASSERT_EQ(warnings.size(), 2u);
@@ -738,7 +738,7 @@ TEST(Coordinator, StallWarningsNameTheMissingRanks) {
   EXPECT_TRUE(contains(warnings[1], "ranks 0-2 ")) << all;
   // Once a tensor runs it is no longer stalled.
   c.add(1, {op_request("slow")}, false, t0 + 20s);
-  EXPECT_EQ(names_of(c.respond()), (Names{"slow"}));
+  EXPECT_EQ(names_of(c.respond(t0 + 20s)), (Names{"slow"}));
   const auto later = c.stall_warnings(t0 + 30s);
   ASSERT_EQ(later.size(), 1u);
   EXPECT_TRUE(contains(later[0], "'done'")) << later[0];
@@ -750,14 +750,14 @@ TEST(Coordinator, TensorsRunWithAJoinedRankAreNotStalled) {
   c.add(0, {op_request("a")}, false, t0);
   c.add(1, {op_request("a")}, false, t0);
   c.add(2, {join}, false, t0);
-  EXPECT_EQ(names_of(c.respond()), (Names{"a"}));
+  EXPECT_EQ(names_of(c.respond(t0)), (Names{"a"}));
   for (const std::string& warning : c.stall_warnings(t0 + 60s)) {
     EXPECT_FALSE(contains(warning, "'a'")) << warning;
   }
   // Neither are mismatched tensors, which fail at once.
   c.add(0, {op_request("m", te::OpKind::kAllreduce, {1})}, false, t0 + 61s);
   c.add(1, {op_request("m", te::OpKind::kAllreduce, {2})}, false, t0 + 61s);
-  const auto out = c.respond();
+  const auto out = c.respond(t0 + 61s);
   ASSERT_EQ(out.responses.size(), 1u);
   EXPECT_EQ(out.responses[0].type, te::ResponseType::kError);
   for (const std::string& warning : c.stall_warnings(t0 + 120s)) {
@@ -768,8 +768,104 @@ TEST(Coordinator, TensorsRunWithAJoinedRankAreNotStalled) {
 TEST(Coordinator, NoStallWarningsWhenDisabled) {
   te::Coordinator c(options(2, 0, Clock::duration::zero()));
   c.add(0, {op_request("a")}, false, t0);
-  c.respond();
+  c.respond(t0);
   EXPECT_TRUE(c.stall_warnings(t0 + 1000s).empty());
+}
+
+// --- stall timeout ------------------------------------------------------------------------------
+
+te::Coordinator::Options timeout_options(int size, Clock::duration timeout,
+                                         Clock::duration stall = Clock::duration::zero()) {
+  te::Coordinator::Options o = options(size, 0, stall);
+  o.stall_timeout = timeout;
+  return o;
+}
+
+TEST(CoordinatorStallTimeout, ANameMismatchFailsOnEveryRankNamingBothTensors) {
+  te::Coordinator c(timeout_options(2, 2s, 1s));
+  EXPECT_TRUE(cycle(c, {{op_request("grad.a")}, {op_request("grad.b")}}).responses.empty());
+  EXPECT_TRUE(cycle(c, {{}, {}}, t0 + 1999ms).responses.empty());
+  const auto out = cycle(c, {{}, {}}, t0 + 2s);
+  ASSERT_EQ(out.responses.size(), 2u);
+  for (const te::Response& r : out.responses) {
+    EXPECT_EQ(r.type, te::ResponseType::kError);
+    EXPECT_EQ(r.kind, te::OpKind::kAllreduce);
+    EXPECT_EQ(r.error_code, THREELC_EMISMATCH);
+  }
+  EXPECT_EQ(names_of(out), (Names{"grad.a", "grad.b"}));
+  EXPECT_EQ(out.responses[0].tensors[0], op_request("grad.a"));
+  EXPECT_EQ(out.responses[0].error_message,
+            "tensor 'grad.a' was submitted by rank 0 but not by rank 1 within 2.0 s "
+            "(THREELC_STALL_TIMEOUT); rank 1 has 'grad.b' pending");
+  EXPECT_EQ(out.responses[1].error_message,
+            "tensor 'grad.b' was submitted by rank 1 but not by rank 0 within 2.0 s "
+            "(THREELC_STALL_TIMEOUT); rank 0 has 'grad.a' pending");
+  // Forgotten entirely: no answer, no stall warning, and the names may be submitted again.
+  EXPECT_TRUE(cycle(c, {{}, {}}, t0 + 3s).responses.empty());
+  EXPECT_TRUE(c.stall_warnings(t0 + 10s).empty());
+  EXPECT_TRUE(cycle(c, {{op_request("grad.a")}, {}}, t0 + 10s).responses.empty());
+  const auto later =
+      cycle(c, {{op_request("common")}, {op_request("grad.a"), op_request("common")}}, t0 + 11s);
+  EXPECT_EQ(names_of(later), (Names{"grad.a", "common"}));
+  for (const te::Response& r : later.responses) EXPECT_EQ(r.type, te::ResponseType::kRun);
+}
+
+TEST(CoordinatorStallTimeout, ACounterpartThatTimedOutEarlierIsStillNamed) {
+  te::Coordinator c(timeout_options(2, 2s));
+  cycle(c, {{op_request("a")}, {}}, t0);
+  cycle(c, {{}, {op_request("b")}}, t0 + 500ms);
+  auto out = cycle(c, {{}, {}}, t0 + 2s);
+  ASSERT_EQ(names_of(out), (Names{"a"}));
+  EXPECT_TRUE(contains(out.responses[0].error_message, "rank 1 has 'b' pending"))
+      << out.responses[0].error_message;
+  out = cycle(c, {{}, {}}, t0 + 2500ms);
+  ASSERT_EQ(names_of(out), (Names{"b"}));
+  EXPECT_EQ(out.responses[0].error_message,
+            "tensor 'b' was submitted by rank 1 but not by rank 0 within 2.0 s "
+            "(THREELC_STALL_TIMEOUT); rank 0 had 'a' pending until it timed out");
+  // Long after, the old failure is no longer mentioned.
+  cycle(c, {{}, {op_request("c")}}, t0 + 10s);
+  out = cycle(c, {{}, {}}, t0 + 12s);
+  ASSERT_EQ(names_of(out), (Names{"c"}));
+  EXPECT_TRUE(contains(out.responses[0].error_message, "rank 0 has nothing pending"))
+      << out.responses[0].error_message;
+}
+
+TEST(CoordinatorStallTimeout, JoinedRanksAreNotMissingAndJoinsNeverTimeOut) {
+  te::Coordinator c(timeout_options(4, 5s));
+  const te::OpRequest join = op_request(te::kJoinName, te::OpKind::kJoin, {});
+  cycle(c, {{op_request("x")}, {}, {join}, {}}, t0);
+  cycle(c, {{}, {op_request("y"), op_request("z"), op_request("w"), op_request("v")}, {}, {}},
+        t0 + 3s);
+  const auto out = cycle(c, {{}, {}, {}, {}}, t0 + 5s);
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(out.responses[0].type, te::ResponseType::kError);
+  EXPECT_EQ(out.responses[0].error_message,
+            "tensor 'x' was submitted by rank 0 (rank 2 has joined) but not by ranks 1, 3 within "
+            "5.0 s (THREELC_STALL_TIMEOUT); rank 1 has 'y', 'z', 'w' and 1 more pending, rank 3 "
+            "has nothing pending");
+  // y, z, w, v fail 5 s after they arrived; the join waits on.
+  const auto next = cycle(c, {{}, {}, {}, {}}, t0 + 1000s);
+  EXPECT_EQ(names_of(next), (Names{"y", "z", "w", "v"}));
+  for (const te::Response& r : next.responses) EXPECT_EQ(r.type, te::ResponseType::kError);
+  const auto done = cycle(c, {{join}, {join}, {}, {join}}, t0 + 1001s);
+  ASSERT_EQ(done.responses.size(), 1u);
+  EXPECT_EQ(done.responses[0].kind, te::OpKind::kJoin);
+}
+
+TEST(CoordinatorStallTimeout, ATensorThatBecomesReadyInTimeRuns) {
+  te::Coordinator c(timeout_options(2, 2s));
+  cycle(c, {{op_request("a")}, {}}, t0);
+  const auto out = cycle(c, {{}, {op_request("a")}}, t0 + 5s);
+  ASSERT_EQ(names_of(out), (Names{"a"}));
+  EXPECT_EQ(out.responses[0].type, te::ResponseType::kRun);
+}
+
+TEST(CoordinatorStallTimeout, ZeroDisablesIt) {
+  te::Coordinator c(timeout_options(2, Clock::duration::zero()));
+  cycle(c, {{op_request("a")}, {}}, t0);
+  EXPECT_TRUE(cycle(c, {{}, {}}, t0 + 100000s).responses.empty());
+  EXPECT_EQ(names_of(cycle(c, {{}, {op_request("a")}}, t0 + 100001s)), (Names{"a"}));
 }
 
 }  // namespace

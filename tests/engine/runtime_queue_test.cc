@@ -108,6 +108,26 @@ TEST(TensorQueue, TakeThenFinish) {
   EXPECT_EQ(b->handle, 8);
 }
 
+// An error response may name a tensor this rank never sent (a stall timeout): take_sent leaves
+// an operation of that name alone until take_new has handed out its request.
+TEST(TensorQueue, TakeSentOnlyTakesWhatTakeNewHandedOut) {
+  te::TensorQueue queue;
+  queue.submit(op("a", 1));
+  EXPECT_FALSE(queue.take_sent("a").has_value());
+  EXPECT_FALSE(queue.take_sent("unknown").has_value());
+  EXPECT_EQ(names(queue.take_new()), (Names{"a"}));
+  const auto taken = queue.take_sent("a");
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->handle, 1);
+  EXPECT_FALSE(queue.take_sent("a").has_value());
+  queue.finish("a");
+  // Submitted again: not sent yet, so still its own.
+  queue.submit(op("a", 2));
+  EXPECT_FALSE(queue.take_sent("a").has_value());
+  EXPECT_EQ(names(queue.take_new()), (Names{"a"}));
+  EXPECT_EQ(queue.take_sent("a")->handle, 2);
+}
+
 TEST(TensorQueue, TakeAllEmptiesTheQueue) {
   te::TensorQueue queue;
   queue.submit(op("a", 1));

@@ -68,6 +68,10 @@ TEST(EngineSettings, DefaultsMatchTheStructAndTheTable) {
   EXPECT_FALSE(parsed.stats);
   EXPECT_EQ(parsed.stall_check_time, defaults.stall_check_time);
   EXPECT_EQ(parsed.stall_check_time, milliseconds(60'000));
+  EXPECT_EQ(parsed.stall_timeout, defaults.stall_timeout);
+  EXPECT_EQ(parsed.stall_timeout, milliseconds(600'000));
+  EXPECT_EQ(parsed.feedback_limit, defaults.feedback_limit);
+  EXPECT_EQ(parsed.feedback_limit, 100.0);
   EXPECT_EQ(parsed.log_level, defaults.log_level);
   EXPECT_EQ(parsed.log_level, te::LogLevel::kWarning);
   EXPECT_EQ(parsed.cache_capacity, defaults.cache_capacity);
@@ -85,6 +89,8 @@ TEST(EngineSettings, ParsesEveryVariable) {
                         {"THREELC_TIMELINE", "/tmp/some timeline.json"},
                         {"THREELC_STATS", "1"},
                         {"THREELC_STALL_CHECK_TIME", "2.5"},
+                        {"THREELC_STALL_TIMEOUT", "0.75"},
+                        {"THREELC_FEEDBACK_LIMIT", "12.5"},
                         {"THREELC_LOG_LEVEL", "DEBUG"},
                         {"THREELC_CACHE_CAPACITY", "0"}});
   EXPECT_EQ(s.cycle_time, microseconds(300));
@@ -97,6 +103,8 @@ TEST(EngineSettings, ParsesEveryVariable) {
   EXPECT_EQ(s.timeline, "/tmp/some timeline.json");
   EXPECT_TRUE(s.stats);
   EXPECT_EQ(s.stall_check_time, milliseconds(2500));
+  EXPECT_EQ(s.stall_timeout, milliseconds(750));
+  EXPECT_EQ(s.feedback_limit, 12.5);
   EXPECT_EQ(s.log_level, te::LogLevel::kDebug);
   EXPECT_EQ(s.cache_capacity, size_t{0});
 }
@@ -114,6 +122,11 @@ TEST(EngineSettings, EdgeValues) {
   EXPECT_EQ(parse({{"THREELC_SPARSITY", "1.99"}}).sparsity, 1.99f);
   EXPECT_EQ(parse({{"THREELC_STALL_CHECK_TIME", "0"}}).stall_check_time, milliseconds(0));
   EXPECT_EQ(parse({{"THREELC_STALL_CHECK_TIME", "0.0001"}}).stall_check_time, milliseconds(1));
+  EXPECT_EQ(parse({{"THREELC_STALL_TIMEOUT", "0"}}).stall_timeout, milliseconds(0));
+  EXPECT_EQ(parse({{"THREELC_STALL_TIMEOUT", "0.0001"}}).stall_timeout, milliseconds(1));
+  EXPECT_EQ(parse({{"THREELC_STALL_TIMEOUT", "1e6"}}).stall_timeout, milliseconds(1'000'000'000));
+  EXPECT_EQ(parse({{"THREELC_FEEDBACK_LIMIT", "0"}}).feedback_limit, 0.0);
+  EXPECT_EQ(parse({{"THREELC_FEEDBACK_LIMIT", "1e12"}}).feedback_limit, 1e12);
   EXPECT_EQ(parse({{"THREELC_CACHE_CAPACITY", "1048576"}}).cache_capacity, size_t{1} << 20);
   EXPECT_EQ(parse({{"THREELC_COMPRESSION", "THREELC"}}).compression, true);
   EXPECT_EQ(parse({{"THREELC_ALLREDUCE", "Push_Pull"}}).allreduce,
@@ -163,6 +176,14 @@ TEST(EngineSettings, MalformedValuesNameTheVariableTheValueAndWhatIsAccepted) {
       {"THREELC_STALL_CHECK_TIME", "-1"},
       {"THREELC_STALL_CHECK_TIME", "1e9"},
       {"THREELC_STALL_CHECK_TIME", "60s"},
+      {"THREELC_STALL_TIMEOUT", "-1"},
+      {"THREELC_STALL_TIMEOUT", "1e7"},
+      {"THREELC_STALL_TIMEOUT", "10min"},
+      {"THREELC_STALL_TIMEOUT", "inf"},
+      {"THREELC_FEEDBACK_LIMIT", "-1"},
+      {"THREELC_FEEDBACK_LIMIT", "nan"},
+      {"THREELC_FEEDBACK_LIMIT", "1e13"},
+      {"THREELC_FEEDBACK_LIMIT", "100x"},
       {"THREELC_LOG_LEVEL", "verbose"},
       {"THREELC_LOG_LEVEL", "warn"},
       {"THREELC_CACHE_CAPACITY", "-1"},
@@ -204,7 +225,7 @@ TEST(EngineSettings, TableRowsAreComplete) {
     EXPECT_NE(std::string(row.accepted), "") << name;
     EXPECT_NE(std::string(row.meaning), "") << name;
   }
-  EXPECT_EQ(names.size(), 13u);
+  EXPECT_EQ(names.size(), 15u);
   // The transport keeps its own variables: none is declared twice.
   for (const auto& row : threelc::transport::detail::settings()) {
     EXPECT_EQ(names.count(row.name), 0u) << row.name << " is in both tables";

@@ -182,6 +182,33 @@ def test_stall_warning_names_the_tensor_and_the_missing_rank():
     assert any("late" in l and re.search(r"\b1\b", l) for l in warnings), job.describe()
 
 
+def test_stall_timeout_fails_a_name_mismatch_on_every_rank():
+    job = assert_ok(run_job(2, "stall_timeout", env={"THREELC_STALL_TIMEOUT": "2"}))
+    assert job.seconds < 60, job.describe()
+
+
+def test_runaway_error_feedback_is_logged_naming_the_tensor():
+    job = assert_ok(run_job(2, "feedback_runaway", env={"THREELC_FEEDBACK_LIMIT": "100",
+                                                        "THREELC_STATS": "1"}))
+    errors = [l for l in job.stderr.splitlines() if "running away" in l]
+    assert any(l.startswith("[0]") and "ERROR" in l and "'fb/w'" in l and "rank 0" in l
+               and "sparsity 1.9" in l and "THREELC_FEEDBACK_LIMIT 100" in l
+               and "THREELC_SPARSITY" in l for l in errors), job.describe()
+    # once, not at every check; and never about the healthy tensor
+    assert len([l for l in errors if l.startswith("[0]") and "'fb/w'" in l]) == 1, job.describe()
+    assert not any("'fb/ok'" in l for l in errors), job.describe()
+    assert re.search(r"^\[0\] .*error feedback: .* [1-9]\d* sampled steps with a runaway",
+                     job.stderr, re.MULTILINE), job.describe()
+
+
+def test_non_finite_gradient_warns_and_reaches_every_rank():
+    job = assert_ok(run_job(2, "feedback_nan"))
+    warnings = [l for l in job.stderr.splitlines()
+                if l.startswith("[0]") and "WARNING" in l and "NaN or Inf" in l]
+    assert any("'nan/w'" in l and "rank 0" in l and "after 4 compressed steps" in l
+               and "uncompressed" in l for l in warnings), job.describe()
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_dead_peer_fails_pending_operations_naming_it(n):
     job = run_job(n, "dead_peer", timeout=90)
@@ -202,6 +229,8 @@ BAD_VALUES = [
     "THREELC_STATS=yes",
     "THREELC_LOG_LEVEL=loud",
     "THREELC_STALL_CHECK_TIME=soon",
+    "THREELC_STALL_TIMEOUT=-5",
+    "THREELC_FEEDBACK_LIMIT=lots",
     "THREELC_CACHE_CAPACITY=-3",
     "THREELC_TRANSPORT=pigeon",
     "THREELC_TIMEOUT=abc",

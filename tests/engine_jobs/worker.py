@@ -984,6 +984,85 @@ def case_dead_peer():
     threelc.shutdown()
 
 
+def case_stall_timeout():
+    """Every rank submits an allreduce under its own name (run with THREELC_STALL_TIMEOUT=2):
+    after about 2 s each raises EMISMATCH naming its tensor, the other rank's tensor and the
+    missing rank; then the engine keeps working: a name cached before, a new name, and the
+    failed names themselves all run."""
+    hvd.init()
+    check(SIZE == 2, "the stall_timeout case runs with 2 ranks")
+    other = 1 - RANK
+    x = np.full(8, RANK + 1, np.float32)
+    want = np.full(8, 3, np.float32)
+    for _ in range(2):  # into the response cache
+        expect_equal(hvd.allreduce(x, name="to/common", op=hvd.Sum), want, "to/common before")
+    mine, theirs = ("grad.a", "grad.b") if RANK == 0 else ("grad.b", "grad.a")
+    started = time.monotonic()
+    message = expect_error(lambda: hvd.allreduce(x, name=mine, op=hvd.Sum), engine.EMISMATCH,
+                           "allreduces under different names", f"'{mine}'", f"'{theirs}'",
+                           "THREELC_STALL_TIMEOUT", names_rank(other))
+    waited = time.monotonic() - started
+    check(1.5 <= waited < 20, lambda: f"the timeout took {waited:.2f} s, expected about 2 s")
+    out(f"STAT stall_timeout rank {RANK} after {waited:.2f} s: {message}")
+    for name in ("to/common", "to/new", "grad.a", "grad.b", "to/common"):
+        expect_equal(hvd.allreduce(x, name=name, op=hvd.Sum), want, f"{name} after the timeout")
+    emit("to/after", want)
+    hvd.shutdown()
+
+
+FEEDBACK_N = 20_000  # float32 elements: above THREELC_MIN_COMPRESS_BYTES, so compressed
+
+
+def case_feedback_runaway():
+    """Rank 0 pushes one huge gradient (1e6) of 'fb/w' at sparsity 1.9, then 80 tiny ones
+    (1e-6; the other ranks push tiny ones throughout): its residual outlives the gradients and
+    rank 0 logs that the error feedback of 'fb/w' runs away (checked by the test, with
+    THREELC_FEEDBACK_LIMIT=100). 'fb/ok', healthy at the same sparsity, raises nothing."""
+    hvd.init()
+    sparse = hvd.Compression.threelc(1.9)
+    i = np.arange(FEEDBACK_N)
+    h = hashlib.sha256()
+    for step in range(81):
+        scale = 1e6 if step == 0 and RANK == 0 else 1e-6
+        g = (scale * (1.0 + (i % 7) / 7.0)).astype(np.float32)
+        got = hvd.allreduce(g, name="fb/w", op=hvd.Sum, compression=sparse)
+        check(np.all(np.isfinite(got)), f"fb/w step {step + 1}: a non-finite result")
+        h.update(got.tobytes())
+        ok = ints(RANK, (FEEDBACK_N,), -8, 8, salt=step).astype(np.float32)
+        got = hvd.allreduce(ok, name="fb/ok", op=hvd.Sum, compression=sparse)
+        h.update(got.tobytes())
+    out(f"HASH fb/all {h.hexdigest()[:32]}")
+    hvd.shutdown()
+
+
+def case_feedback_nan():
+    """A NaN and an Inf in rank 0's gradient of a compressed tensor at its 4th step: every rank
+    gets NaN and Inf there and exact finite sums elsewhere in those blocks' reach; rank 0 warns
+    naming the tensor (checked by the test); the next steps are finite again."""
+    hvd.init()
+    n = FEEDBACK_N
+    nan_at, inf_at = n - 5000, 3
+    for step in range(6):
+        vals = [ints(r, (n,), -8, 8, salt=step).astype(np.float32) for r in range(SIZE)]
+        mine = vals[RANK].copy()
+        if step == 3 and RANK == 0:
+            mine[nan_at] = np.nan
+            mine[inf_at] = np.inf
+        got = hvd.allreduce(mine, name="nan/w", op=hvd.Sum, compression=hvd.Compression.threelc)
+        if step == 3:
+            check(np.isnan(got[nan_at]), lambda: f"nan/w[{nan_at}] is {got[nan_at]}, not NaN")
+            check(np.isposinf(got[inf_at]), lambda: f"nan/w[{inf_at}] is {got[inf_at]}, not +Inf")
+            rest = np.delete(got, [nan_at, inf_at])
+            check(np.all(np.isfinite(rest)), "non-finite values beyond the NaN and the Inf")
+            emit("nan/w", got)
+        else:
+            check(np.all(np.isfinite(got)), f"nan/w step {step + 1}: a non-finite result")
+            err = float(np.max(np.abs(got - np.sum(vals, axis=0))))
+            check(err <= 4 * first_bound_sum(SIZE),
+                  lambda: f"nan/w step {step + 1}: error {err} (the error feedback was lost?)")
+    hvd.shutdown()
+
+
 CASES = {
     "sizes": case_sizes,
     "dtypes_ops": case_dtypes_ops,
@@ -1000,6 +1079,9 @@ CASES = {
     "api": case_api,
     "stall": case_stall,
     "dead_peer": case_dead_peer,
+    "stall_timeout": case_stall_timeout,
+    "feedback_runaway": case_feedback_runaway,
+    "feedback_nan": case_feedback_nan,
 }
 
 

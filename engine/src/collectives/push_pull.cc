@@ -130,6 +130,8 @@ class PushPull {
     Message& m = outgoing_.emplace_back();
     ScratchBuffer<uint8_t>& out = buffer_for(m, b);
     const cc::Values values{source.data() + b.offset, cc::DType::kFloat32, b.count};
+    FeedbackSample* sample = options_.compress ? feedback_of(b) : nullptr;
+    const float input_max = measure_input(sample, values);
     const int64_t begin = start();
     cc::EncodedBlock result;
     const cc::Status status =
@@ -143,7 +145,12 @@ class PushPull {
     }
     m.size = result.bytes;
     record(Phase::kCompress, b.tensor, begin, m.size);
+    measure_encoded(sample, result, input_max, error, b.count);
     return m;
+  }
+
+  FeedbackSample* feedback_of(const Block& b) const {
+    return options_.feedback.empty() ? nullptr : &options_.feedback[b.tensor];
   }
 
   void send(int peer, uint32_t tag, const Message& m, const Block& b) {
@@ -269,6 +276,11 @@ void push_pull_sum(transport::Context& context, std::span<const float> input,
   if (!(options.sparsity >= 1.0f && options.sparsity < 2.0f)) {
     throw std::invalid_argument("push_pull: sparsity " + std::to_string(options.sparsity) +
                                 " is outside [1, 2)");
+  }
+  if (!options.feedback.empty() && options.feedback.size() != tensors.size()) {
+    throw std::invalid_argument("push_pull: " + std::to_string(options.feedback.size()) +
+                                " feedback samples for " + std::to_string(tensors.size()) +
+                                " tensors");
   }
   // Validates the layout (and sizes every error buffer) even where nothing is sent.
   BlockPlan plan = plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);

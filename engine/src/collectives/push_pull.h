@@ -10,6 +10,7 @@
 
 #include "collectives/block_plan.h"
 #include "collectives/collective_options.h"  // CollectiveError
+#include "collectives/feedback_monitor.h"
 #include "collectives/observer.h"
 #include "collectives/scratch_buffer.h"
 #include "error_feedback.h"
@@ -29,6 +30,9 @@ struct PushPullOptions {
   CollectiveObserver* observer = nullptr;
   // Where message buffers come from (kept across calls); nullptr: allocated for the call.
   Workspace* workspace = nullptr;
+  // Empty, or one entry per tensor: what the call saw of each tensor's error feedback on this
+  // rank (feedback_monitor.h; raw blocks always, magnitudes where `measure` is set).
+  std::span<FeedbackSample> feedback;
 };
 
 // Sums `fused` in place across the ranks of `context`; every rank ends with bitwise-identical

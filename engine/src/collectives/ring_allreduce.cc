@@ -101,6 +101,9 @@ class RingAllreduce {
     Message& m = outgoing_.emplace_back();
     m.bytes.resize(cc::max_block_bytes(b.count));
     const cc::Values values{fused_.data() + b.offset, cc::DType::kFloat32, b.count};
+    FeedbackSample* sample =
+        options_.compress && !options_.feedback.empty() ? &options_.feedback[b.tensor] : nullptr;
+    const float input_max = measure_input(sample, values);
     const int64_t begin = start();
     cc::EncodedBlock result;
     const cc::Status status =
@@ -115,6 +118,7 @@ class RingAllreduce {
     }
     m.size = result.bytes;
     record(Phase::kCompress, b.tensor, begin, m.size);
+    measure_encoded(sample, result, input_max, error_at(b), b.count);
     return m;
   }
 
@@ -212,6 +216,11 @@ void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
   if (!(options.sparsity >= 1.0f && options.sparsity < 2.0f)) {
     throw std::invalid_argument("ring_allreduce: sparsity " + std::to_string(options.sparsity) +
                                 " is outside [1, 2)");
+  }
+  if (!options.feedback.empty() && options.feedback.size() != tensors.size()) {
+    throw std::invalid_argument("ring_allreduce: " + std::to_string(options.feedback.size()) +
+                                " feedback samples for " + std::to_string(tensors.size()) +
+                                " tensors");
   }
   // Validates the layout (and sizes every error buffer) even where nothing is sent.
   BlockPlan plan = plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);

@@ -1,6 +1,7 @@
 #include "negotiation/coordinator.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "negotiation/consistency.h"
 #include "negotiation/fusion.h"
@@ -8,10 +9,39 @@
 #include "threelc/threelc.h"
 
 namespace threelc::engine {
+namespace {
+
+// How many missing ranks a timeout message describes, and how many of each one's names.
+constexpr size_t kHintRanks = 4;
+constexpr size_t kHintNames = 3;
+
+std::string seconds_text(Coordinator::Clock::duration duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(duration).count());
+  return text;
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
+}
+
+// 'a', 'b' and 'c' / 'a', 'b', 'c' and 2 more
+std::string names_text(const std::vector<const std::string*>& names, size_t more) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() && more == 0 ? " and " : ", ";
+    out += "'" + *names[i] + "'";
+  }
+  if (more > 0) out += " and " + std::to_string(more) + " more";
+  return out;
+}
+
+}  // namespace
 
 Coordinator::Coordinator(const Options& options)
     : options_(options),
-      stalls_(std::make_unique<StallInspector>(options.stall_warning, options.size)) {}
+      stalls_(std::make_unique<StallInspector>(options.stall_warning, options.size)),
+      timed_out_(static_cast<size_t>(std::max(options.size, 1))) {}
 
 Coordinator::~Coordinator() = default;
 
@@ -38,6 +68,7 @@ void Coordinator::add(int rank, std::vector<OpRequest> requests, bool shutdown,
       if (inserted) {
         p->by_rank.resize(static_cast<size_t>(options_.size));
         p->order = next_order_++;
+        p->first = now;
       }
     }
     auto& slot = p->by_rank[static_cast<size_t>(rank)];
@@ -105,7 +136,7 @@ Response Coordinator::decide(const std::string& name, Pending& pending) const {
   return response;
 }
 
-CycleResponse Coordinator::respond() {
+CycleResponse Coordinator::respond(Clock::time_point now) {
   CycleResponse out;
   std::vector<std::pair<uint64_t, std::string>> ready;
   for (const auto& [name, p] : pending_) {
@@ -123,6 +154,7 @@ CycleResponse Coordinator::respond() {
     stalls_->finished(name);
   }
   out.responses = fuse(std::move(singles), options_.fusion_threshold);
+  for (Response& failed : time_out(now)) out.responses.push_back(std::move(failed));
   if (join_.submitted == options_.size) {
     Response r;
     r.kind = OpKind::kJoin;
@@ -135,6 +167,112 @@ CycleResponse Coordinator::respond() {
   out.shutdown = shutdown_rank_ >= 0;
   out.shutdown_rank = shutdown_rank_;
   return out;
+}
+
+std::vector<Response> Coordinator::time_out(Clock::time_point now) {
+  std::vector<Response> failed;
+  if (options_.stall_timeout <= Clock::duration::zero()) return failed;
+  std::vector<std::pair<uint64_t, std::string>> due;
+  for (const auto& [name, p] : pending_) {
+    if (now - p.first >= options_.stall_timeout) due.emplace_back(p.order, name);
+  }
+  if (due.empty()) return failed;
+  std::sort(due.begin(), due.end());
+  // Every pending tensor in arrival order (the due ones too): the hints of the messages.
+  std::vector<std::pair<uint64_t, std::string>> by_order;
+  by_order.reserve(pending_.size());
+  for (const auto& [name, p] : pending_) by_order.emplace_back(p.order, name);
+  std::sort(by_order.begin(), by_order.end());
+  for (const auto& [order, name] : due) {
+    const Pending& p = pending_.at(name);
+    Response r;
+    r.type = ResponseType::kError;
+    r.error_code = THREELC_EMISMATCH;
+    r.error_message = timeout_message(name, p, by_order, now);
+    for (const auto& request : p.by_rank) {
+      if (request && r.tensors.empty()) {
+        r.kind = request->kind;
+        r.tensors = {*request};
+      }
+    }
+    failed.push_back(std::move(r));
+  }
+  for (const auto& [order, name] : due) {
+    const Pending& p = pending_.at(name);
+    for (size_t rank = 0; rank < p.by_rank.size(); ++rank) {
+      if (!p.by_rank[rank]) continue;
+      auto& recent = timed_out_[rank];
+      recent.push_back(TimedOut{name, now});
+      if (recent.size() > kHintNames) recent.pop_front();
+    }
+    pending_.erase(name);
+    stalls_->finished(name);
+  }
+  return failed;
+}
+
+std::string Coordinator::timeout_message(
+    const std::string& name, const Pending& pending,
+    const std::vector<std::pair<uint64_t, std::string>>& by_order, Clock::time_point now) const {
+  std::vector<int> submitted;
+  std::vector<int> joined;
+  std::vector<int> missing;
+  for (size_t rank = 0; rank < pending.by_rank.size(); ++rank) {
+    const auto r = static_cast<int>(rank);
+    if (pending.by_rank[rank]) {
+      submitted.push_back(r);
+    } else if (has_joined(rank)) {
+      joined.push_back(r);
+    } else {
+      missing.push_back(r);
+    }
+  }
+  std::string message = "tensor '" + name + "' was submitted by " + ranks_text(submitted);
+  if (!joined.empty()) {
+    message += " (" + ranks_text(joined) + (joined.size() == 1 ? " has" : " have") + " joined)";
+  }
+  message += " but not by " + ranks_text(missing) + " within " +
+             seconds_text(options_.stall_timeout) + " (THREELC_STALL_TIMEOUT)";
+  for (size_t i = 0; i < missing.size() && i < kHintRanks; ++i) {
+    message += i == 0 ? "; " : ", ";
+    message += pending_hint(missing[i], name, by_order, now);
+  }
+  if (missing.size() > kHintRanks) {
+    message += " (" + std::to_string(missing.size() - kHintRanks) + " more ranks missing)";
+  }
+  return message;
+}
+
+std::string Coordinator::pending_hint(int rank, const std::string& name,
+                                      const std::vector<std::pair<uint64_t, std::string>>& by_order,
+                                      Clock::time_point now) const {
+  const auto r = static_cast<size_t>(rank);
+  std::vector<const std::string*> pending;
+  size_t more = 0;
+  for (const auto& [order, other] : by_order) {
+    if (other == name || !pending_.at(other).by_rank[r]) continue;
+    if (pending.size() < kHintNames) {
+      pending.push_back(&other);
+    } else {
+      ++more;
+    }
+  }
+  std::vector<const std::string*> failed;  // recently timed out, newest last
+  for (const TimedOut& t : timed_out_[r]) {
+    if (now - t.when <= options_.stall_timeout && pending.size() + failed.size() < kHintNames) {
+      failed.push_back(&t.name);
+    }
+  }
+  const std::string who = "rank " + std::to_string(rank);
+  if (pending.empty() && failed.empty()) return who + " has nothing pending";
+  std::string hint;
+  if (!pending.empty()) hint = who + " has " + names_text(pending, more) + " pending";
+  if (!failed.empty()) {
+    hint += pending.empty() ? who + " had " : " and had ";
+    hint += names_text(failed, 0) + " pending until " + (failed.size() == 1 ? "it" : "they") +
+            " timed out";
+  }
+  return hint;
 }
 
 std::vector<std::string> Coordinator::stall_warnings(Clock::time_point now) {

@@ -121,6 +121,11 @@ std::string Stats::report(int rank) const {
   out += "\n  uncompressed: " + std::to_string(uncompressed_.tensors) + " tensors, " +
          format_bytes(uncompressed_.input_bytes) + " of input, " +
          format_bytes(uncompressed_.wire_bytes) + " sent";
+  if (feedback_runaways_ > 0 || non_finite_steps_ > 0) {
+    out += "\n  3LC error feedback: " + std::to_string(non_finite_steps_) +
+           " tensor steps with NaN/Inf (sent raw), " + std::to_string(feedback_runaways_) +
+           " sampled steps with a runaway residual (see the log)";
+  }
   out += "\n  time: background loop " + format_seconds(loop_ns_) + " in " +
          std::to_string(cycles_) + " cycles;";
   for (size_t i = 0; i < kPhaseNames.size(); ++i) {

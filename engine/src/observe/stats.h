@@ -68,6 +68,10 @@ class Stats : public CollectiveObserver {
   // `wire_bytes_sent` (e.g. the difference of bytes_sent() around it).
   void operation_done(std::string_view kind, size_t tensors, size_t input_bytes, bool compressed,
                       size_t wire_bytes_sent);
+  // The error-feedback monitor (collectives/feedback_monitor.h) found a tensor's residual
+  // running away at a sampled step, or a compressed tensor's values not finite (sent raw).
+  void add_feedback_runaway() { ++feedback_runaways_; }
+  void add_non_finite_step() { ++non_finite_steps_; }
 
   uint64_t bytes_sent() const { return bytes_sent_; }
   uint64_t bytes_received() const { return bytes_received_; }
@@ -77,6 +81,8 @@ class Stats : public CollectiveObserver {
   const std::map<std::string, Totals, std::less<>>& by_kind() const { return by_kind_; }
   const Totals& compressed() const { return compressed_; }
   const Totals& uncompressed() const { return uncompressed_; }
+  uint64_t feedback_runaways() const { return feedback_runaways_; }
+  uint64_t non_finite_steps() const { return non_finite_steps_; }
   // The ratio described above; 0 when nothing compressed was sent.
   double compression_ratio() const;
 
@@ -95,6 +101,8 @@ class Stats : public CollectiveObserver {
   std::map<std::string, Totals, std::less<>> by_kind_;
   Totals compressed_;
   Totals uncompressed_;
+  uint64_t feedback_runaways_ = 0;
+  uint64_t non_finite_steps_ = 0;
 };
 
 }  // namespace threelc::engine

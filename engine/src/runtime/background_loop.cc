@@ -19,12 +19,14 @@ BackgroundLoop::BackgroundLoop(const LoopParts& parts)
       cache_(parts.settings->cache_capacity),
       executor_(*parts.context,
                 ExecutorOptions{parts.settings->chunk_bytes,
-                                parts.settings->allreduce == AllreduceAlgorithm::kRing}) {
+                                parts.settings->allreduce == AllreduceAlgorithm::kRing,
+                                parts.settings->feedback_limit}) {
   if (rank_ == 0) {
     Coordinator::Options options;
     options.size = size_;
     options.fusion_threshold = parts.settings->fusion_threshold;
     options.stall_warning = parts.settings->stall_check_time;
+    options.stall_timeout = parts.settings->stall_timeout;
     coordinator_.emplace(options);
   }
 }
@@ -52,7 +54,7 @@ CycleResponse BackgroundLoop::coordinate(const CycleRequest& own) {
     }
     coordinator_->add(peer, resolve(theirs), theirs.shutdown, now);
   }
-  CycleResponse response = coordinator_->respond();
+  CycleResponse response = coordinator_->respond(now);
   if (parts_.log->enabled(LogLevel::kTrace)) {
     for (const Response& r : response.responses) {
       parts_.log->log(LogLevel::kTrace,
@@ -110,7 +112,12 @@ void BackgroundLoop::abort_workers(const std::string& reason) noexcept {
 void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
   std::vector<std::optional<Operation>> taken;
   taken.reserve(response.tensors.size());
-  for (const OpRequest& t : response.tensors) taken.push_back(parts_.queue->take(t.name));
+  // An error may concern a tensor this rank never sent (a stall timeout): it fails only what the
+  // coordinator knew of, never an operation of that name submitted since.
+  const bool error = response.type == ResponseType::kError;
+  for (const OpRequest& t : response.tensors) {
+    taken.push_back(error ? parts_.queue->take_sent(t.name) : parts_.queue->take(t.name));
+  }
   std::vector<const Operation*> local;  // after `taken` is complete: it points into it
   local.reserve(taken.size());
   for (const auto& op : taken) local.push_back(op ? &*op : nullptr);
@@ -124,7 +131,7 @@ void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
                                results ? std::move((*results)[i]) : OpResult{});
     }
   };
-  if (response.type == ResponseType::kError) {
+  if (error) {
     finish(response.error_code, response.error_message, nullptr);
     return;
   }
@@ -140,6 +147,7 @@ void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
   try {
     const uint64_t sent_before = parts_.stats->bytes_sent();
     std::vector<OpResult> results = executor_.run(response, local, &observer);
+    report_feedback();
     size_t input_bytes = 0;
     for (const OpRequest& t : response.tensors) input_bytes += t.bytes();
     parts_.stats->operation_done(op_kind_name(response.kind), response.tensors.size(), input_bytes,
@@ -152,6 +160,20 @@ void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
     throw;
   }
   for (const OpRequest& t : response.tensors) cache_.use(t);
+}
+
+void BackgroundLoop::report_feedback() {
+  for (const FeedbackAlert& alert : executor_.take_feedback_alerts()) {
+    const bool runaway = alert.kind == FeedbackAlertKind::kRunaway;
+    if (runaway) {
+      parts_.stats->add_feedback_runaway();
+    } else {
+      parts_.stats->add_non_finite_step();
+    }
+    if (!alert.message.empty()) {
+      parts_.log->log(runaway ? LogLevel::kError : LogLevel::kWarning, alert.message);
+    }
+  }
 }
 
 void BackgroundLoop::fail_everything(int code, const std::string& reason) {

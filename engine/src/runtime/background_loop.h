@@ -56,6 +56,8 @@ class BackgroundLoop {
   // operations fail with the original cause rather than a closed connection.
   void abort_workers(const std::string& reason) noexcept;
   void execute(const Response& response, int64_t arrived_ns);
+  // Logs the error-feedback monitor's messages and counts its alerts in the statistics.
+  void report_feedback();
 
   LoopParts parts_;
   int rank_;

@@ -4,8 +4,10 @@
 
 #include <cstddef>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include "collectives/feedback_monitor.h"
 #include "collectives/observer.h"
 #include "collectives/scratch_buffer.h"
 #include "error_feedback.h"
@@ -18,7 +20,8 @@ namespace threelc::engine {
 
 struct ExecutorOptions {
   size_t chunk_bytes = size_t{1} << 20;
-  bool ring = false;  // THREELC_ALLREDUCE=ring for compressed allreduces
+  bool ring = false;              // THREELC_ALLREDUCE=ring for compressed allreduces
+  double feedback_limit = 100.0;  // THREELC_FEEDBACK_LIMIT (0: no runaway check)
 };
 
 // Tags of the data channels, one range per collective (a collective with N ranks uses
@@ -34,7 +37,7 @@ inline constexpr uint32_t kAlltoallTag = 0x70000;
 class Executor {
  public:
   Executor(transport::Context& context, const ExecutorOptions& options)
-      : context_(context), options_(options) {}
+      : context_(context), options_(options), feedback_(options.feedback_limit, context.rank()) {}
 
   // Runs a kRun response. local[i] is this rank's operation for response.tensors[i], or
   // nullptr where this rank has joined (it takes part with the op's identity or no rows).
@@ -44,6 +47,9 @@ class Executor {
                             CollectiveObserver* observer);
 
   ErrorFeedbackStore& error_feedback() { return errors_; }
+  // What the error-feedback monitor found in the runs since the last call (the caller logs
+  // the messages and counts every alert).
+  std::vector<FeedbackAlert> take_feedback_alerts() { return std::exchange(alerts_, {}); }
 
  private:
   void allreduce(const Response& response, std::span<const Operation* const> local,
@@ -58,6 +64,8 @@ class Executor {
   transport::Context& context_;
   ExecutorOptions options_;
   ErrorFeedbackStore errors_;
+  FeedbackMonitor feedback_;
+  std::vector<FeedbackAlert> alerts_;
   std::vector<std::byte> fusion_buffer_;  // reused across cycles
   Workspace workspace_;                   // staging buffers, reused across cycles
 };

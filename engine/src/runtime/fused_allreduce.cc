@@ -81,6 +81,14 @@ void Executor::allreduce(const Response& response, std::span<const Operation* co
     if (shape.prescale != 1.0) scale_values(computed, dst, count, shape.prescale);
   }
 
+  // The error-feedback monitor: every compressed call reports raw (non-finite) blocks; a
+  // tensor's sampled steps also measure its magnitudes. With one rank nothing is compressed.
+  std::vector<FeedbackSample> feedback;
+  if (shape.compress && size > 1) {
+    feedback.resize(slices.size());
+    for (size_t i = 0; i < slices.size(); ++i) feedback[i] = feedback_.next_sample(slices[i].name);
+  }
+
   if (shape.compress) {
     const std::span<float> values(reinterpret_cast<float*>(buffer), total);
     PushPullOptions options;
@@ -89,6 +97,7 @@ void Executor::allreduce(const Response& response, std::span<const Operation* co
     options.chunk_bytes = options_.chunk_bytes;
     options.observer = observer;
     options.workspace = &workspace_;
+    options.feedback = feedback;
     if (options_.ring) {
       options.tag_base = kRingAllreduceTag;
       ring_allreduce_sum(context_, values, slices, errors_, options);
@@ -108,6 +117,9 @@ void Executor::allreduce(const Response& response, std::span<const Operation* co
     options.workspace = &workspace_;
     allreduce_raw(context_, std::span<std::byte>(buffer, total * element_bytes), dtype, shape.op,
                   slices, options);
+  }
+  for (size_t i = 0; i < feedback.size(); ++i) {
+    feedback_.step_done(slices[i].name, shape.sparsity, feedback[i], alerts_);
   }
 
   for (size_t i = 0; i < slices.size(); ++i) {

@@ -14,22 +14,33 @@ void TensorQueue::submit(Operation operation) {
                                               "' is already in flight on this rank");
   }
   new_.push_back(operation.request);
-  in_flight_.emplace(name, std::move(operation));
+  // The key is copied before the operation (and with it `name`) is moved.
+  in_flight_[name].operation.emplace(std::move(operation));
 }
 
 std::vector<OpRequest> TensorQueue::take_new() {
   std::lock_guard lock(mutex_);
   std::vector<OpRequest> out;
   out.swap(new_);
+  for (const OpRequest& r : out) {
+    if (const auto it = in_flight_.find(r.name); it != in_flight_.end()) it->second.sent = true;
+  }
   return out;
 }
 
-std::optional<Operation> TensorQueue::take(const std::string& name) {
+std::optional<Operation> TensorQueue::take(const std::string& name) { return take_if(name, false); }
+
+std::optional<Operation> TensorQueue::take_sent(const std::string& name) {
+  return take_if(name, true);
+}
+
+std::optional<Operation> TensorQueue::take_if(const std::string& name, bool sent_only) {
   std::lock_guard lock(mutex_);
   const auto it = in_flight_.find(name);
-  if (it == in_flight_.end() || !it->second) return std::nullopt;
-  std::optional<Operation> out = std::move(it->second);
-  it->second.reset();
+  if (it == in_flight_.end() || !it->second.operation) return std::nullopt;
+  if (sent_only && !it->second.sent) return std::nullopt;
+  std::optional<Operation> out = std::move(it->second.operation);
+  it->second.operation.reset();
   return out;
 }
 
@@ -41,8 +52,8 @@ void TensorQueue::finish(const std::string& name) {
 std::vector<Operation> TensorQueue::take_all() {
   std::lock_guard lock(mutex_);
   std::vector<Operation> out;
-  for (auto& [name, op] : in_flight_) {
-    if (op) out.push_back(std::move(*op));
+  for (auto& [name, entry] : in_flight_) {
+    if (entry.operation) out.push_back(std::move(*entry.operation));
   }
   in_flight_.clear();
   new_.clear();

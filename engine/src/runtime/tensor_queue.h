@@ -21,13 +21,23 @@ class TensorQueue {
   std::vector<OpRequest> take_new();
   // The operation of `name` (it stays in flight until finish); nullopt if none.
   std::optional<Operation> take(const std::string& name);
+  // The same, but only once take_new has handed out its request (the coordinator knows of it):
+  // an error response for a tensor this rank had not sent (a stall timeout) must not fail an
+  // operation of that name submitted since.
+  std::optional<Operation> take_sent(const std::string& name);
   void finish(const std::string& name);
   // Every operation still in flight (for failing them at shutdown); empties the queue.
   std::vector<Operation> take_all();
 
  private:
+  struct Entry {
+    std::optional<Operation> operation;  // empty once taken
+    bool sent = false;                   // its request was handed out by take_new
+  };
+  std::optional<Operation> take_if(const std::string& name, bool sent_only);
+
   std::mutex mutex_;
-  std::unordered_map<std::string, std::optional<Operation>> in_flight_;
+  std::unordered_map<std::string, Entry> in_flight_;
   std::vector<OpRequest> new_;
 };
 

@@ -50,6 +50,11 @@ struct EncodedBlock {
 Status encode(const Values& values, float* error, const EncodeOptions& options,
               std::span<uint8_t> out, EncodedBlock* result);
 
+// max |values[i]| (fp16/bf16 widened), computed with the same SIMD kernel as the encoder's
+// first pass (on bit patterns with the sign cleared): NaN if any value is NaN, else +Inf if any
+// is infinite; 0 for no values. Reads only; `values.data` must hold values.count values.
+float max_abs(const Values& values, Isa isa = Isa::kAuto);
+
 // Encodes `values` as a raw fp32 block (fp16/bf16 are widened). `out` must hold
 // raw_block_bytes(values.count).
 Status encode_raw(const Values& values, std::span<uint8_t> out, EncodedBlock* result);
