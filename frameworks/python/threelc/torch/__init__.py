@@ -1,0 +1,140 @@
+"""threelc.torch: Horovod's PyTorch API (and BytePS's push_pull) over the threelc engine.
+
+    import threelc.torch as hvd          # instead of: import horovod.torch as hvd
+    hvd.init()
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * hvd.size())
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    ...  # train as usual: gradients travel 3LC-compressed, averaged over the ranks
+
+Pure Python over the engine's C ABI (ctypes), so it works with any torch from 1.13 on; CPU
+tensors are passed to the engine without copies. Tensors on a CUDA device are staged
+through host memory for now (the engine's GPU path is a later issue). Start the ranks with
+``threelcrun -np N python train.py``.
+
+The modules: :mod:`.ops` (collectives and handles), :mod:`.autograd` (their differentiable
+forms), :mod:`.compression`, :mod:`.optimizer` (DistributedOptimizer), :mod:`.functions`
+(broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object).
+"""
+
+from .. import engine as _engine
+from ..engine import (Average, Max, Min, Product, Sum, ThreelcError, is_initialized,
+                      statistics)
+from .compression import Compression
+from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
+                        broadcast_parameters)
+from .ops import (Handle, HorovodInternalError, ProcessSet, allgather, allgather_async,
+                  allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall,
+                  alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
+                  broadcast_async_, global_process_set, grouped_allreduce, grouped_allreduce_,
+                  grouped_allreduce_async, grouped_allreduce_async_, join, poll, push_pull,
+                  push_pull_, push_pull_async, push_pull_async_, push_pull_async_inplace,
+                  push_pull_inplace, reducescatter, reducescatter_async, synchronize)
+from .optimizer import DistributedOptimizer
+
+
+def init(comm=None, process_sets=None) -> None:
+    """Joins the job described by the environment (threelcrun, mpirun, srun, torchrun).
+    `comm` and `process_sets` are Horovod's; only their defaults (None) are supported."""
+    if comm is not None:
+        raise NotImplementedError("threelc takes its ranks from the launcher's environment "
+                                  "(threelcrun, mpirun, srun, torchrun), not from an MPI "
+                                  "communicator: call init() without comm")
+    if process_sets not in (None, [], "dynamic"):
+        raise NotImplementedError("threelc has no process sets other than the global one")
+    _engine.init()
+
+
+def shutdown() -> None:
+    """Stops the engine; operations still pending fail with ESHUTDOWN."""
+    _engine.shutdown()
+
+
+def _identity(value: int) -> int:
+    if value < 0:  # the engine answers -1 when it is not initialized
+        raise ValueError("threelc has not been initialized; use hvd.init().")
+    return value
+
+
+def rank() -> int:
+    """This process's rank (ValueError before init(), as Horovod)."""
+    return _identity(_engine.rank())
+
+
+def size() -> int:
+    """The number of ranks."""
+    return _identity(_engine.size())
+
+
+def local_rank() -> int:
+    """Rank among the ranks on this host."""
+    return _identity(_engine.local_rank())
+
+
+def local_size() -> int:
+    """Number of ranks on this host."""
+    return _identity(_engine.local_size())
+
+
+def cross_rank() -> int:
+    """This host's index among the hosts."""
+    return _identity(_engine.cross_rank())
+
+
+def cross_size() -> int:
+    """Number of hosts."""
+    return _identity(_engine.cross_size())
+
+
+# Horovod's build queries: threelc itself is none of these.
+def mpi_built() -> bool:
+    return False
+
+
+def gloo_built() -> bool:
+    return False
+
+
+def nccl_built() -> int:
+    return 0
+
+
+def cuda_built() -> bool:
+    return False
+
+
+def rocm_built() -> bool:
+    return False
+
+
+def mpi_enabled() -> bool:
+    return False
+
+
+def gloo_enabled() -> bool:
+    return False
+
+
+def mpi_threads_supported() -> bool:
+    return False
+
+
+__all__ = [
+    "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
+    "cross_rank", "cross_size", "statistics",
+    "Sum", "Average", "Min", "Max", "Product", "Compression", "ThreelcError",
+    "HorovodInternalError", "Handle", "ProcessSet", "global_process_set",
+    "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+    "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
+    "grouped_allreduce_async_", "allgather", "allgather_async", "broadcast", "broadcast_",
+    "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async", "reducescatter",
+    "reducescatter_async", "barrier", "join", "poll", "synchronize",
+    "push_pull", "push_pull_", "push_pull_async", "push_pull_async_", "push_pull_inplace",
+    "push_pull_async_inplace",
+    "DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
+    "broadcast_object", "allgather_object",
+    "mpi_built", "gloo_built", "nccl_built", "cuda_built", "rocm_built", "mpi_enabled",
+    "gloo_enabled", "mpi_threads_supported",
+]

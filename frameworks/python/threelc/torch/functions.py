@@ -1,0 +1,114 @@
+"""Horovod's helpers for starting every rank from the same state, and object collectives.
+
+- ``broadcast_parameters(params, root_rank)``: a model's ``state_dict()`` or
+  ``named_parameters()`` (any iterable of tensors or (name, tensor) pairs) overwritten in
+  place with root_rank's values;
+- ``broadcast_optimizer_state(optimizer, root_rank)``: root_rank's optimizer state and
+  hyperparameters loaded into every rank's optimizer;
+- ``broadcast_object(obj, root_rank=0, name=None)`` and ``allgather_object(obj, name=None)``:
+  any picklable object (pickled, sent as a uint8 tensor, unpickled).
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from typing import Any, List, Optional
+
+import numpy as np
+import torch
+
+from .. import engine as _engine
+from . import ops
+
+
+def _pairs(params):
+    if isinstance(params, dict):
+        return sorted(params.items())
+    if isinstance(params, torch.Tensor):
+        raise ValueError("broadcast_parameters takes a state_dict, named_parameters() or a list "
+                         "of tensors, not a single tensor (use broadcast_)")
+    try:
+        items = list(params)
+    except TypeError:
+        raise ValueError(f"invalid params of type: {type(params).__name__}") from None
+    return [p if isinstance(p, tuple) else (None, p) for p in items]
+
+
+def broadcast_parameters(params, root_rank: int, process_set=ops.global_process_set) -> None:
+    """Overwrites every tensor of `params` in place with root_rank's values. All broadcasts
+    are submitted before the first wait, so the engine fuses and overlaps them."""
+    handles = []
+    for i, (name, p) in enumerate(_pairs(params)):
+        if not isinstance(p, torch.Tensor):
+            raise ValueError(f"parameter {name or i!r} is a {type(p).__name__}, not a tensor")
+        label = f"broadcast_parameters.{name if name is not None else i}"
+        handles.append(ops.broadcast_async_(p, root_rank, name=label, process_set=process_set))
+    for h in handles:
+        ops.synchronize(h)
+
+
+def _bytes_tensor(payload: bytes) -> torch.Tensor:
+    return torch.from_numpy(np.frombuffer(payload, dtype=np.uint8).copy())
+
+
+def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,
+                     process_set=ops.global_process_set) -> Any:
+    """root_rank's `obj` on every rank (the others' `obj` is ignored); pickled on the root.
+    Unlike Horovod the default name does not depend on `obj`'s type, which may differ between
+    the root and the others."""
+    name = name or "object"
+    root = _engine.rank() == root_rank
+    if root:
+        payload = _bytes_tensor(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+        length = torch.tensor([payload.numel()], dtype=torch.int64)
+    else:
+        length = torch.zeros(1, dtype=torch.int64)
+    ops.broadcast_(length, root_rank, name=f"broadcast_object.{name}.bytes",
+                   process_set=process_set)
+    if not root:
+        payload = torch.empty(int(length[0]), dtype=torch.uint8)
+    ops.broadcast_(payload, root_rank, name=f"broadcast_object.{name}.data",
+                   process_set=process_set)
+    return obj if root else pickle.loads(payload.numpy().tobytes())
+
+
+def allgather_object(obj: Any, name: Optional[str] = None,
+                     process_set=ops.global_process_set) -> List[Any]:
+    """Every rank's `obj`, in rank order (a list of size() objects)."""
+    name = name or "object"
+    payload = _bytes_tensor(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+    lengths = ops.synchronize(ops.allgather_async(
+        torch.tensor([payload.numel()], dtype=torch.int64),
+        name=f"allgather_object.{name}.bytes", process_set=process_set))
+    data = ops.synchronize(ops.allgather_async(payload, name=f"allgather_object.{name}.data",
+                                               process_set=process_set)).numpy()
+    out, offset = [], 0
+    for n in lengths.tolist():
+        out.append(pickle.loads(data[offset:offset + n].tobytes()))
+        offset += n
+    return out
+
+
+def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int,
+                              model=None, process_set=ops.global_process_set) -> None:
+    """Loads root_rank's optimizer state (per-parameter state such as momentum buffers, and
+    every param group's hyperparameters such as lr) into `optimizer` on every rank.
+
+    The state travels as one serialized object (torch.save), loaded on the CPU and moved by
+    ``load_state_dict`` to each parameter's device. Every rank's optimizer must hold the
+    same parameters in the same groups. `model` is accepted for Horovod compatibility.
+    """
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    root = _engine.rank() == root_rank
+    blob = None
+    if root:
+        buffer = io.BytesIO()
+        torch.save(optimizer.state_dict(), buffer)
+        blob = buffer.getvalue()
+    blob = broadcast_object(blob, root_rank, name="broadcast_optimizer_state",
+                            process_set=process_set)
+    if not root:
+        state = torch.load(io.BytesIO(blob), map_location="cpu")
+        optimizer.load_state_dict(state)

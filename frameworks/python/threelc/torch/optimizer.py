@@ -1,0 +1,210 @@
+"""DistributedOptimizer: Horovod's wrapper that allreduces gradients as backward produces them.
+
+``hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())`` returns an
+optimizer of the same class whose ``step()`` first waits for the gradients' allreduces. Each
+parameter's allreduce is submitted from a hook the moment its gradient has been accumulated,
+so communication overlaps the rest of the backward pass; the engine fuses what arrives in the
+same cycle. With ``backward_passes_per_step=k`` the gradients of k backward passes are summed
+locally and allreduced once.
+
+Gradients travel under the name ``allreduce.<parameter name>``, which is also the key of the
+engine's 3LC error feedback: give every rank the same names (``named_parameters``) and keep
+them across steps.
+
+Differences from Horovod: ``compression`` defaults to ``Compression.default`` (3LC unless
+THREELC_COMPRESSION=none), since sending gradients compressed is what threelc is for;
+``num_groups`` and ``groups`` are accepted but fusion is left to the engine
+(THREELC_FUSION_THRESHOLD, THREELC_CYCLE_TIME_MS); sparse gradients need
+``sparse_as_dense=True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from ..engine import Average
+from . import ops
+from .compression import Compression, check_compressor, engine_compression
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    """Mixed into the wrapped optimizer's class by DistributedOptimizer()."""
+
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+                 gradient_predivide_factor, sparse_as_dense):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        self._wire = engine_compression(compression)
+        self._op = op
+        self._sparse_as_dense = sparse_as_dense
+        self.backward_passes_per_step = backward_passes_per_step
+        if op == Average:
+            # The engine divides by size() after the sum; the factor splits that division.
+            self._prescale = 1.0 / gradient_predivide_factor
+            self._postscale = gradient_predivide_factor
+        else:
+            self._prescale = self._postscale = 1.0
+        self._names = _parameter_names(self.param_groups, named_parameters)
+        self._params: List[torch.Tensor] = [p for group in self.param_groups
+                                            for p in group["params"] if p.requires_grad]
+        self._delay: Dict[torch.Tensor, int] = {p: backward_passes_per_step for p in self._params}
+        self._handles: Dict[torch.Tensor, Tuple[Optional[ops.Handle], object]] = {}
+        self._hooks: list = []
+        self._synchronized = False
+        self._should_synchronize = True
+        self._register_hooks()
+
+    # -- hooks -----------------------------------------------------------------------------
+
+    def _register_hooks(self) -> None:
+        for p in self._params:
+            if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
+                self._hooks.append(p.register_post_accumulate_grad_hook(self._make_hook(p)))
+            else:
+                # The gradient accumulator of a leaf: its hooks run once p.grad is updated.
+                accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+                accumulator.register_hook(self._make_hook(p))
+                self._hooks.append(accumulator)  # keep it alive
+
+    def _make_hook(self, p: torch.Tensor):
+        def hook(*_ignored):
+            if p in self._handles and self._handles[p][0] is not None and self._delay[p] <= 0:
+                raise AssertionError(
+                    "Gradients were computed more than backward_passes_per_step times before "
+                    "call to step(). Increase backward_passes_per_step to accumulate gradients "
+                    "locally.")
+            handle, ctx = None, None
+            self._delay[p] -= 1
+            if self._delay[p] == 0:
+                handle, ctx = self._allreduce_grad_async(p)
+            self._handles[p] = (handle, ctx)
+
+        return hook
+
+    def _allreduce_grad_async(self, p: torch.Tensor):
+        if p.grad is None:  # a parameter this backward pass did not reach
+            p.grad = torch.zeros_like(p)
+        if p.grad.is_sparse:
+            if not self._sparse_as_dense:
+                raise ValueError(f"parameter {self._names[p]!r} has a sparse gradient; pass "
+                                 f"sparse_as_dense=True to DistributedOptimizer")
+            p.grad = p.grad.to_dense()
+        compressed, ctx = self._compression.compress(p.grad)
+        handle = ops._submit_with_wire(compressed, True, f"allreduce.{self._names[p]}",
+                                       self._op, self._prescale, self._postscale, self._wire)
+        return handle, (compressed, ctx)
+
+    # -- the Horovod interface ---------------------------------------------------------------
+
+    def synchronize(self) -> None:
+        """Waits for every gradient's allreduce (submitting those no hook submitted, e.g. of
+        parameters the backward pass did not reach) and writes the results into p.grad."""
+        for p in self._params:
+            if p not in self._handles or self._handles[p][0] is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+        first_error = None
+        for p, (handle, (compressed, ctx)) in self._handles.items():
+            try:
+                output = ops.synchronize(handle)
+            except Exception as e:  # noqa: BLE001 (wait for the others, then raise the first)
+                first_error = first_error or e
+                continue
+            finally:
+                self._delay[p] = self.backward_passes_per_step
+            if output is not p.grad:
+                with torch.no_grad():
+                    p.grad.copy_(self._compression.decompress(output, ctx))
+        self._handles.clear()
+        self._synchronized = True
+        if first_error is not None:
+            raise first_error
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """``step()`` inside this context does not synchronize (after an explicit
+        ``synchronize()``, e.g. to clip the averaged gradients)."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                              "context after optimizer.synchronize(). This can cause training "
+                              "slowdown. You may want to consider using "
+                              "optimizer.skip_synchronize() context if you use "
+                              "optimizer.synchronize() in your code.")
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
+                                 "before optimizer.step() or optimizer.synchronize(). This is "
+                                 "prohibited as it can cause a race condition.")
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def _parameter_names(param_groups, named_parameters) -> Dict[torch.Tensor, str]:
+    if named_parameters is None:
+        return {p: f"noname.{g}.{i}" for g, group in enumerate(param_groups)
+                for i, p in enumerate(group["params"])}
+    named = list(named_parameters)
+    if any(not (isinstance(x, tuple) and len(x) == 2) for x in named):
+        raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                         "usually produced by model.named_parameters()")
+    names = [n for n, _ in named]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"Parameter names in named_parameters must be unique. Found "
+                         f"duplicates: {', '.join(duplicates)}")
+    by_param = {p: n for n, p in named}
+    unnamed = [p for group in param_groups for p in group["params"] if p not in by_param]
+    if unnamed:
+        raise ValueError(f"named_parameters was specified, but {len(unnamed)} model "
+                         f"parameter(s) were not named (shapes "
+                         f"{[tuple(p.shape) for p in unnamed][:5]}). Python object ids: "
+                         f"{', '.join(str(id(p)) for p in unnamed[:5])}")
+    return by_param
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.default,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=ops.global_process_set):
+    """Wraps `optimizer` so that ``step()`` applies gradients averaged (op) over every rank.
+
+    `named_parameters`: ``model.named_parameters()`` (names key the allreduces and their 3LC
+    error feedback). `compression`: ``Compression.default`` (THREELC_COMPRESSION: 3LC unless
+    ``none``), ``Compression.threelc(sparsity=s)``, ``Compression.none`` or
+    ``Compression.fp16``. `backward_passes_per_step`: local accumulation before each
+    allreduce. `gradient_predivide_factor`: with op=Average, divide by this before the sum and
+    by size()/factor after it. `num_groups`/`groups`: accepted, fusion is the engine's.
+    """
+    ops._check_process_set(process_set)
+    check_compressor(compression)
+    if int(backward_passes_per_step) < 1:
+        raise ValueError(f"backward_passes_per_step must be >= 1, got {backward_passes_per_step}")
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if gradient_predivide_factor <= 0:
+        raise ValueError(f"gradient_predivide_factor must be > 0, got {gradient_predivide_factor}")
+    if num_groups and groups is not None:
+        raise ValueError("Pass either num_groups or groups, not both")
+    members = {k: v for k, v in _DistributedOptimizer.__dict__.items()
+               if k not in ("__dict__", "__weakref__")}
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), members)
+    wrapped = cls(optimizer.param_groups, named_parameters, compression,
+                  int(backward_passes_per_step), op, float(gradient_predivide_factor),
+                  sparse_as_dense)
+    if optimizer.state:
+        wrapped.load_state_dict(optimizer.state_dict())
+    return wrapped
