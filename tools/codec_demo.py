@@ -18,7 +18,6 @@ num_tensors x u64 element counts, then per step, per tensor, that many fp32 valu
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import struct
 import sys
@@ -27,56 +26,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 import threelc
 from threelc import codec
 
-DATA_DIR = Path("/usr/share/datasets/fashion-mnist")
-MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST training set
-
-
-def read_idx(path: Path, magic: int) -> np.ndarray:
-    """Reads an idx file (optionally gzipped): big-endian magic, dims, then uint8 data."""
-    if not path.exists() and Path(f"{path}.gz").exists():
-        path = Path(f"{path}.gz")
-    data = path.read_bytes()
-    if data[:2] == b"\x1f\x8b":  # gzip
-        data = gzip.decompress(data)
-    found, = struct.unpack_from(">I", data, 0)
-    if found != magic:
-        raise ValueError(f"{path}: magic {found:#x}, expected {magic:#x}")
-    ndim = magic & 0xFF
-    dims = struct.unpack_from(f">{ndim}I", data, 4)
-    offset = 4 + 4 * ndim
-    count = int(np.prod(dims))
-    if len(data) != offset + count:
-        raise ValueError(f"{path}: {len(data)} bytes, expected {offset + count} for dims {dims}")
-    return np.frombuffer(data, np.uint8, count, offset).reshape(dims)
-
-
-def load_split(data_dir: Path, prefix: str):
-    images = read_idx(data_dir / f"{prefix}-images-idx3-ubyte", 0x803)
-    labels = read_idx(data_dir / f"{prefix}-labels-idx1-ubyte", 0x801)
-    x = torch.from_numpy(((images.astype(np.float32) / 255.0 - MEAN) / STD)[:, None])
-    y = torch.from_numpy(labels.astype(np.int64))
-    return x, y
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 5, padding=2)
-        self.conv2 = nn.Conv2d(16, 32, 5, padding=2)
-        self.fc1 = nn.Linear(32 * 7 * 7, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(x.flatten(1)))
-        return self.fc2(x)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from fashion_mnist import DATA_DIR, Net, load_split  # noqa: E402
 
 
 class GradientDump:
@@ -176,7 +132,7 @@ def main(argv=None) -> int:
 
     train_x, train_y = load_split(args.data_dir, "train")
     test_x, test_y = load_split(args.data_dir, "t10k")
-    model = Net()
+    model = Net(conv1=16, conv2=32, hidden=128)
     params = [p for p in model.parameters() if p.requires_grad]
     errors = [np.zeros(p.numel(), np.float32) for p in params]
     opt = torch.optim.SGD(params, lr=args.lr, momentum=args.momentum)

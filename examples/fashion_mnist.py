@@ -1,0 +1,67 @@
+"""Fashion-MNIST from the Debian package dataset-fashion-mnist (/usr/share/datasets/fashion-mnist),
+read from its idx files (optionally gzipped) into normalized torch tensors, and the CNN the
+examples train. Shared by the training examples and tools/codec_demo.py."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DATA_DIR = Path("/usr/share/datasets/fashion-mnist")
+MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST training set
+INSTALL_HINT = "install the Debian package dataset-fashion-mnist (tools/setup.sh does)"
+
+
+def read_idx(path: Path, magic: int) -> np.ndarray:
+    """Reads an idx file (optionally gzipped): big-endian magic, dims, then uint8 data."""
+    if not path.exists() and Path(f"{path}.gz").exists():
+        path = Path(f"{path}.gz")
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: {INSTALL_HINT}")
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":  # gzip
+        data = gzip.decompress(data)
+    found, = struct.unpack_from(">I", data, 0)
+    if found != magic:
+        raise ValueError(f"{path}: magic {found:#x}, expected {magic:#x}")
+    ndim = magic & 0xFF
+    dims = struct.unpack_from(f">{ndim}I", data, 4)
+    offset = 4 + 4 * ndim
+    count = int(np.prod(dims))
+    if len(data) != offset + count:
+        raise ValueError(f"{path}: {len(data)} bytes, expected {offset + count} for dims {dims}")
+    return np.frombuffer(data, np.uint8, count, offset).reshape(dims)
+
+
+def load_split(data_dir: Path, prefix: str):
+    """(images as float32 [n, 1, 28, 28] normalized, labels as int64 [n]); prefix is "train"
+    or "t10k"."""
+    images = read_idx(data_dir / f"{prefix}-images-idx3-ubyte", 0x803)
+    labels = read_idx(data_dir / f"{prefix}-labels-idx1-ubyte", 0x801)
+    x = torch.from_numpy(((images.astype(np.float32) / 255.0 - MEAN) / STD)[:, None])
+    y = torch.from_numpy(labels.astype(np.int64))
+    return x, y
+
+
+class Net(nn.Module):
+    """Two 5x5 convolutions (`conv1`, `conv2` channels, padding 2) with ReLU and 2x2 max
+    pooling, then a hidden layer of `hidden` units and 10 classes."""
+
+    def __init__(self, conv1: int = 16, conv2: int = 48, hidden: int = 128):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, conv1, 5, padding=2)
+        self.conv2 = nn.Conv2d(conv1, conv2, 5, padding=2)
+        self.fc1 = nn.Linear(conv2 * 7 * 7, hidden)
+        self.fc2 = nn.Linear(hidden, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.relu(self.fc1(x.flatten(1)))
+        return self.fc2(x)
