@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Prints the tables of docs/ACCURACY.md from the JSON lines tools/accuracy/run_matrix.sh wrote.
+
+    /usr/bin/python3 tools/accuracy/summarize.py accuracy_results.jsonl
+
+One row per configuration (ranks, allreduce algorithm, compression, sparsity): the seeds run,
+mean test accuracy (and per seed), its difference from the uncompressed runs with the same
+ranks and steps, in percentage points, the mean compression ratio, and the runs that failed
+(diverged) with their first error line. When the runs' logs are next to the results file
+(RESULTS.logs/, as run_matrix.sh keeps them), it also counts the engine's error-feedback
+warnings (runaway and non-finite gradient lines) per configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+WARNING = re.compile(r"running away|NaN or Inf")
+
+
+def key(run: dict) -> tuple:
+    sparsity = run.get("sparsity") if run.get("compression") == "threelc" else None
+    return (int(run["ranks"]), run.get("algorithm", "push_pull"), run["compression"],
+            None if sparsity is None else float(sparsity))
+
+
+def label(k: tuple) -> str:
+    ranks, algorithm, compression, sparsity = k
+    what = "none" if compression == "none" else f"3LC s={sparsity:g}"
+    return f"| {ranks} | {algorithm} | {what} "
+
+
+def warnings_in(logs: Path, run: dict) -> int:
+    sparsity = run.get("sparsity")
+    name = (f"np{run['ranks']}-{run.get('algorithm', 'push_pull')}-{run['compression']}-"
+            f"s{sparsity if sparsity is not None else '1.0'}-seed{run['seed']}.log")
+    path = logs / name
+    if not path.exists():
+        return 0
+    return sum(1 for line in path.read_text(errors="replace").splitlines()
+               if WARNING.search(line))
+
+
+def main(argv) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    path = Path(argv[1])
+    logs = path.with_suffix(".logs")
+    groups = defaultdict(list)
+    for line in path.read_text().splitlines():
+        if line.strip():
+            run = json.loads(line)
+            groups[key(run)].append(run)
+    baseline = {}
+    for k, runs in groups.items():
+        ok = [r["test_accuracy"] for r in runs if not r.get("failed")]
+        if k[2] == "none" and ok:
+            baseline[k[0]] = statistics.mean(ok)
+    print("| ranks | allreduce | compression | seeds | mean test accuracy | per seed | "
+          "vs none (pp) | compression ratio | failed | EF warnings |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for k in sorted(groups, key=lambda k: (k[0], k[1] != "push_pull", k[2] != "none",
+                                           k[3] or 0)):
+        runs = sorted(groups[k], key=lambda r: r["seed"])
+        ok = [r for r in runs if not r.get("failed")]
+        acc = [r["test_accuracy"] for r in ok]
+        mean = statistics.mean(acc) if acc else float("nan")
+        delta = (mean - baseline[k[0]]) * 100 if acc and k[0] in baseline else float("nan")
+        ratio = statistics.mean(r["compression_ratio"] for r in ok) if ok else float("nan")
+        per_seed = ", ".join(f"{r['test_accuracy']:.4f}" if not r.get("failed") else "failed"
+                             for r in runs)
+        failed = [r for r in runs if r.get("failed")]
+        why = "; ".join(f"seed {r['seed']}: {r.get('why', '')[:80]}" for r in failed)
+        warnings = sum(warnings_in(logs, r) for r in runs) if logs.is_dir() else 0
+        print(f"{label(k)}| {len(runs)} | {mean:.4f} | {per_seed} | {delta:+.2f} | "
+              f"{ratio:.1f}x | {len(failed)}{' (' + why + ')' if why else ''} | {warnings} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
