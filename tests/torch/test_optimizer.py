@@ -85,6 +85,25 @@ def make_pair(salt, optimizer_cls=torch.optim.SGD, dtype=torch.float64, wide=Fal
     return model, opt, reference, ref_opt
 
 
+def step_both(model, opt, reference, ref_opt, salt, steps):
+    """`steps` steps of the distributed optimizer on this rank's batches and of the
+    single-process reference on the averaged gradient."""
+    for step in range(steps):
+        opt.zero_grad()
+        loss_of(model, salt, rank(), step).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        reference_step(reference, ref_opt, salt, [step])
+
+
+def assert_matches_reference(model, reference, name, rtol=1e-10):
+    """The parameters are identical on every rank and equal the reference's."""
+    differing = check_identical(model, name)
+    assert not differing, f"parameters differ on ranks {differing}"
+    assert close(flat(model), flat(reference), rtol), \
+        f"max |diff| {(flat(model) - flat(reference)).abs().max().item()}"
+
+
 @pytest.mark.parametrize("optimizer", ["sgd", "sgd_momentum", "adam"])
 def test_matches_single_process_step(optimizer, names, salt):
     """Three steps with Compression.none: each equals the reference step on the averaged
@@ -96,12 +115,7 @@ def test_matches_single_process_step(optimizer, names, salt):
     opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
                                    compression=hvd.Compression.none)
     assert isinstance(opt, cls)
-    for step in range(3):
-        opt.zero_grad()
-        loss_of(model, salt, rank(), step).backward()
-        opt.step()
-        ref_opt.zero_grad()
-        reference_step(reference, ref_opt, salt, [step])
+    step_both(model, opt, reference, ref_opt, salt, 3)
     differing = check_identical(model, names("params"))
     assert not differing, f"parameters differ on ranks {differing}"
     assert close(flat(model), flat(reference), 1e-10), \
@@ -120,9 +134,7 @@ def test_backward_passes_per_step(names, salt):
         opt.step()
         ref_opt.zero_grad()
         reference_step(reference, ref_opt, salt, [2 * step, 2 * step + 1])
-    differing = check_identical(model, names("params"))
-    assert not differing
-    assert close(flat(model), flat(reference), 1e-10)
+    assert_matches_reference(model, reference, names("params"))
 
 
 def test_too_many_backward_passes_raise(names, salt):
@@ -154,13 +166,8 @@ def test_gradient_predivide_factor(names, salt):
     opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
                                    compression=hvd.Compression.none,
                                    gradient_predivide_factor=2.0)
-    opt.zero_grad()
-    loss_of(model, salt, rank(), 0).backward()
-    opt.step()
-    reference_step(reference, ref_opt, salt, [0])
-    differing = check_identical(model, names("params"))
-    assert not differing
-    assert close(flat(model), flat(reference), 1e-10)
+    step_both(model, opt, reference, ref_opt, salt, 1)
+    assert_matches_reference(model, reference, names("params"))
 
 
 def test_op_sum(names, salt):
@@ -171,9 +178,7 @@ def test_op_sum(names, salt):
     loss_of(model, salt, rank(), 0).backward()
     opt.step()
     reference_step(reference, ref_opt, salt, [0], combine="sum")
-    differing = check_identical(model, names("params"))
-    assert not differing
-    assert close(flat(model), flat(reference), 1e-10)
+    assert_matches_reference(model, reference, names("params"))
 
 
 def test_synchronize_then_skip_synchronize(names, salt):
@@ -228,13 +233,8 @@ def test_unused_and_frozen_parameters(names, salt):
     named = list(model.named_parameters()) + [("unused", unused), ("frozen", frozen)]
     opt = hvd.DistributedOptimizer(torch.optim.SGD(params, lr=LR), named_parameters=named,
                                    compression=hvd.Compression.none)
-    opt.zero_grad()
-    loss_of(model, salt, rank(), 0).backward()
-    opt.step()
-    reference_step(reference, ref_opt, salt, [0])
-    differing = check_identical(model, names("params"))
-    assert not differing
-    assert close(flat(model), flat(reference), 1e-10)
+    step_both(model, opt, reference, ref_opt, salt, 1)
+    assert_matches_reference(model, reference, names("params"))
     assert torch.equal(unused.detach(), torch.ones(3, dtype=torch.float64))
     assert torch.equal(unused.grad, torch.zeros(3, dtype=torch.float64))
     assert frozen.grad is None
@@ -243,13 +243,8 @@ def test_unused_and_frozen_parameters(names, salt):
 def test_without_named_parameters(names, salt):
     model, opt, reference, ref_opt = make_pair(salt)
     opt = hvd.DistributedOptimizer(opt, compression=hvd.Compression.none)
-    opt.zero_grad()
-    loss_of(model, salt, rank(), 0).backward()
-    opt.step()
-    reference_step(reference, ref_opt, salt, [0])
-    differing = check_identical(model, names("params"))
-    assert not differing
-    assert close(flat(model), flat(reference), 1e-10)
+    step_both(model, opt, reference, ref_opt, salt, 1)
+    assert_matches_reference(model, reference, names("params"))
 
 
 def test_named_parameters_validation():
@@ -284,12 +279,7 @@ def test_fp16_compression(names, salt):
     model, opt, reference, ref_opt = make_pair(salt, dtype=torch.float32)
     opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
                                    compression=hvd.Compression.fp16)
-    for step in range(2):
-        opt.zero_grad()
-        loss_of(model, salt, rank(), step).backward()
-        opt.step()
-        ref_opt.zero_grad()
-        reference_step(reference, ref_opt, salt, [step])
+    step_both(model, opt, reference, ref_opt, salt, 2)
     differing = check_identical(model, names("params"))
     assert not differing
     assert all(p.dtype == torch.float32 for p in model.parameters())

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Prints the tables of docs/ACCURACY.md from the JSON lines tools/accuracy/run_matrix.sh wrote.
 
-    /usr/bin/python3 tools/accuracy/summarize.py accuracy_results.jsonl
+    /usr/bin/python3 tools/accuracy/summarize.py accuracy_results.jsonl [more.jsonl ...]
 
 One row per configuration (ranks, allreduce algorithm, compression, sparsity): the seeds run,
 mean test accuracy (and per seed), its difference from the uncompressed runs with the same
 ranks and steps, in percentage points, the mean compression ratio, and the runs that failed
-(diverged) with their first error line. When the runs' logs are next to the results file
+(diverged) with their first error line. Several results files may be given. When the runs' logs are next to a results file
 (RESULTS.logs/, as run_matrix.sh keeps them), it also counts the engine's error-feedback
 warnings (runaway and non-finite gradient lines) per configuration.
 """
@@ -35,7 +35,10 @@ def label(k: tuple) -> str:
     return f"| {ranks} | {algorithm} | {what} "
 
 
-def warnings_in(logs: Path, run: dict) -> int:
+def warnings_in(run: dict) -> int:
+    logs = run["_logs"]
+    if not logs.is_dir():
+        return 0
     sparsity = run.get("sparsity")
     name = (f"np{run['ranks']}-{run.get('algorithm', 'push_pull')}-{run['compression']}-"
             f"s{sparsity if sparsity is not None else '1.0'}-seed{run['seed']}.log")
@@ -47,16 +50,17 @@ def warnings_in(logs: Path, run: dict) -> int:
 
 
 def main(argv) -> int:
-    if len(argv) != 2:
+    if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
-    path = Path(argv[1])
-    logs = path.with_suffix(".logs")
     groups = defaultdict(list)
-    for line in path.read_text().splitlines():
-        if line.strip():
-            run = json.loads(line)
-            groups[key(run)].append(run)
+    for name in argv[1:]:
+        path = Path(name)
+        for line in path.read_text().splitlines():
+            if line.strip():
+                run = json.loads(line)
+                run["_logs"] = path.with_suffix(".logs")
+                groups[key(run)].append(run)
     baseline = {}
     for k, runs in groups.items():
         ok = [r["test_accuracy"] for r in runs if not r.get("failed")]
@@ -77,7 +81,7 @@ def main(argv) -> int:
                              for r in runs)
         failed = [r for r in runs if r.get("failed")]
         why = "; ".join(f"seed {r['seed']}: {r.get('why', '')[:80]}" for r in failed)
-        warnings = sum(warnings_in(logs, r) for r in runs) if logs.is_dir() else 0
+        warnings = sum(warnings_in(r) for r in runs)
         print(f"{label(k)}| {len(runs)} | {mean:.4f} | {per_seed} | {delta:+.2f} | "
               f"{ratio:.1f}x | {len(failed)}{' (' + why + ')' if why else ''} | {warnings} |")
     return 0
