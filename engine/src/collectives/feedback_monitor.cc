@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 namespace threelc::engine {
 namespace {
@@ -37,6 +38,14 @@ std::string ratio_text(double ratio) {
 }
 
 }  // namespace
+
+void check_samples(std::span<const FeedbackSample> samples, size_t tensors,
+                   const char* collective) {
+  if (!samples.empty() && samples.size() != tensors) {
+    throw std::invalid_argument(std::string(collective) + ": " + std::to_string(samples.size()) +
+                                " feedback samples for " + std::to_string(tensors) + " tensors");
+  }
+}
 
 float measure_input(FeedbackSample* sample, const cc::Values& values) {
   if (sample == nullptr || !sample->measure) return 0.0f;

@@ -20,6 +20,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -48,6 +49,15 @@ struct FeedbackSample {
 float measure_input(FeedbackSample* sample, const compression::Values& values);
 void measure_encoded(FeedbackSample* sample, const compression::EncodedBlock& block,
                      float input_max, const float* error, size_t count);
+
+// The sample of tensor `index` in a collective's `samples` (empty: none kept), or null where
+// the collective does not compress.
+inline FeedbackSample* sample_of(std::span<FeedbackSample> samples, bool compress, size_t index) {
+  return compress && !samples.empty() ? &samples[index] : nullptr;
+}
+// Throws std::invalid_argument (naming `collective`) unless `samples` is empty or holds one
+// entry per tensor.
+void check_samples(std::span<const FeedbackSample> samples, size_t tensors, const char* collective);
 
 enum class FeedbackAlertKind : uint8_t { kRunaway, kNonFinite };
 

@@ -130,7 +130,7 @@ class PushPull {
     Message& m = outgoing_.emplace_back();
     ScratchBuffer<uint8_t>& out = buffer_for(m, b);
     const cc::Values values{source.data() + b.offset, cc::DType::kFloat32, b.count};
-    FeedbackSample* sample = options_.compress ? feedback_of(b) : nullptr;
+    FeedbackSample* sample = sample_of(options_.feedback, options_.compress, b.tensor);
     const float input_max = measure_input(sample, values);
     const int64_t begin = start();
     cc::EncodedBlock result;
@@ -147,10 +147,6 @@ class PushPull {
     record(Phase::kCompress, b.tensor, begin, m.size);
     measure_encoded(sample, result, input_max, error, b.count);
     return m;
-  }
-
-  FeedbackSample* feedback_of(const Block& b) const {
-    return options_.feedback.empty() ? nullptr : &options_.feedback[b.tensor];
   }
 
   void send(int peer, uint32_t tag, const Message& m, const Block& b) {
@@ -277,11 +273,7 @@ void push_pull_sum(transport::Context& context, std::span<const float> input,
     throw std::invalid_argument("push_pull: sparsity " + std::to_string(options.sparsity) +
                                 " is outside [1, 2)");
   }
-  if (!options.feedback.empty() && options.feedback.size() != tensors.size()) {
-    throw std::invalid_argument("push_pull: " + std::to_string(options.feedback.size()) +
-                                " feedback samples for " + std::to_string(tensors.size()) +
-                                " tensors");
-  }
+  check_samples(options.feedback, tensors.size(), "push_pull");
   // Validates the layout (and sizes every error buffer) even where nothing is sent.
   BlockPlan plan = plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);
   std::vector<float*> buffers(tensors.size(), nullptr);

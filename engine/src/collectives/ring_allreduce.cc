@@ -101,8 +101,7 @@ class RingAllreduce {
     Message& m = outgoing_.emplace_back();
     m.bytes.resize(cc::max_block_bytes(b.count));
     const cc::Values values{fused_.data() + b.offset, cc::DType::kFloat32, b.count};
-    FeedbackSample* sample =
-        options_.compress && !options_.feedback.empty() ? &options_.feedback[b.tensor] : nullptr;
+    FeedbackSample* sample = sample_of(options_.feedback, options_.compress, b.tensor);
     const float input_max = measure_input(sample, values);
     const int64_t begin = start();
     cc::EncodedBlock result;
@@ -217,11 +216,7 @@ void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
     throw std::invalid_argument("ring_allreduce: sparsity " + std::to_string(options.sparsity) +
                                 " is outside [1, 2)");
   }
-  if (!options.feedback.empty() && options.feedback.size() != tensors.size()) {
-    throw std::invalid_argument("ring_allreduce: " + std::to_string(options.feedback.size()) +
-                                " feedback samples for " + std::to_string(tensors.size()) +
-                                " tensors");
-  }
+  check_samples(options.feedback, tensors.size(), "ring_allreduce");
   // Validates the layout (and sizes every error buffer) even where nothing is sent.
   BlockPlan plan = plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);
   std::vector<float*> buffers(tensors.size(), nullptr);

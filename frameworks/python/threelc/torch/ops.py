@@ -257,41 +257,36 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 
 # ------------------------------------------------------------------------ BytePS push_pull
 
+def _push_pull_async(tensor, in_place, average, name, compression) -> Handle:
+    check_compressor(compression)
+    compressed, ctx = compression.compress(tensor)
+    inner, finish = _allreduce_submit(compressed, in_place, name, Average if average else Sum,
+                                      1.0, 1.0, engine_compression(compression),
+                                      "threelc_push_pull")
+
+    def done(values):
+        result = compression.decompress(finish(values[0]), ctx)
+        if in_place and result is not tensor:  # a compressor that made a new tensor (fp16)
+            with torch.no_grad():
+                tensor.copy_(result)
+            return tensor
+        return result
+
+    return Handle([inner], done)
+
+
 def push_pull_async(tensor, average=True, name=None, version=0, priority=0,
                     compression=Compression.none) -> Handle:
     """BytePS's push_pull_async: the sum (average=True: the mean) of `tensor` over every rank
     into a new tensor (``synchronize`` returns it). `version` and `priority` are accepted for
     BytePS compatibility and ignored (the engine orders by arrival)."""
-    check_compressor(compression)
-    op = Average if average else Sum
-    compressed, ctx = compression.compress(tensor)
-    handle = _submit_with_wire(compressed, False, name, op, 1.0, 1.0,
-                               engine_compression(compression), "threelc_push_pull")
-    finish = handle._finish
-    handle._finish = lambda values: compression.decompress(finish(values), ctx)
-    return handle
+    return _push_pull_async(tensor, False, average, name, compression)
 
 
 def push_pull_async_(tensor, average=True, name=None, version=0, priority=0,
                      compression=Compression.none) -> Handle:
     """In-place push_pull_async (BytePS's push_pull_async_inplace)."""
-    check_compressor(compression)
-    op = Average if average else Sum
-    compressed, ctx = compression.compress(tensor)
-    if compressed is tensor:
-        return _submit_with_wire(tensor, True, name, op, 1.0, 1.0,
-                                 engine_compression(compression), "threelc_push_pull")
-    handle = _submit_with_wire(compressed, True, name, op, 1.0, 1.0,
-                               engine_compression(compression), "threelc_push_pull")
-    finish = handle._finish
-
-    def back(values):
-        with torch.no_grad():
-            tensor.copy_(compression.decompress(finish(values), ctx))
-        return tensor
-
-    handle._finish = back
-    return handle
+    return _push_pull_async(tensor, True, average, name, compression)
 
 
 def push_pull(tensor, average=True, name=None, version=0, priority=0,
