@@ -1,7 +1,6 @@
 #include "negotiation/coordinator.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "negotiation/consistency.h"
 #include "negotiation/fusion.h"
@@ -14,12 +13,6 @@ namespace {
 // How many missing ranks a timeout message describes, and how many of each one's names.
 constexpr size_t kHintRanks = 4;
 constexpr size_t kHintNames = 3;
-
-std::string seconds_text(Coordinator::Clock::duration duration) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(duration).count());
-  return text;
-}
 
 std::string ranks_text(const std::vector<int>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
@@ -232,7 +225,7 @@ std::string Coordinator::timeout_message(
     message += " (" + ranks_text(joined) + (joined.size() == 1 ? " has" : " have") + " joined)";
   }
   message += " but not by " + ranks_text(missing) + " within " +
-             seconds_text(options_.stall_timeout) + " (THREELC_STALL_TIMEOUT)";
+             format_seconds(options_.stall_timeout) + " (THREELC_STALL_TIMEOUT)";
   for (size_t i = 0; i < missing.size() && i < kHintRanks; ++i) {
     message += i == 0 ? "; " : ", ";
     message += pending_hint(missing[i], name, by_order, now);

@@ -6,15 +6,12 @@
 #include <utility>
 
 namespace threelc::engine {
-namespace {
 
 std::string format_seconds(StallInspector::Clock::duration duration) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(duration).count());
   return text;
 }
-
-}  // namespace
 
 std::string compact_ranks(std::span<const int> ranks) {
   std::string out;

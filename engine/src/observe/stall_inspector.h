@@ -53,6 +53,9 @@ class StallInspector {
   std::map<std::string, Pending> tensors_;
 };
 
+// A duration as stall messages write it: "61.0 s".
+std::string format_seconds(StallInspector::Clock::duration duration);
+
 // Ascending ranks in compact form: {0, 1, 2, 3, 5, 7, 8} -> "0-3, 5, 7-8". Needs sorted input.
 std::string compact_ranks(std::span<const int> ranks);
 
