@@ -1,11 +1,84 @@
 #include "error_feedback.h"
 
+#include <algorithm>
+
+#include "feedback_blob.h"
+#include "runtime/engine_error.h"
+#include "threelc/threelc.h"
+
 namespace threelc::engine {
+
+namespace {
+
+const char* const kIncomplete =
+    "this rank's error feedback is incomplete: a compressed allreduce failed while updating it "
+    "(the engine has stopped; see the error it stopped with)";
+
+std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
+
+}  // namespace
 
 std::span<float> ErrorFeedbackStore::get(const std::string& name, size_t count) {
   auto [it, inserted] = buffers_.try_emplace(name);
   if (inserted || it->second.size() != count) it->second.assign(count, 0.0f);
   return it->second;
+}
+
+size_t ErrorFeedbackStore::save(std::string_view prefix, uint32_t rank, uint32_t job_size,
+                                std::span<std::byte> out) {
+  std::lock_guard lock(mutex_);
+  if (incomplete_) throw EngineError(THREELC_EPEER, kIncomplete);
+  std::vector<FeedbackEntryView> entries;
+  for (const auto& [name, values] : buffers_) {
+    if (!name.starts_with(prefix)) continue;
+    const std::string problem = feedback_name_problem(name);
+    if (!problem.empty()) {
+      throw EngineError(THREELC_EINVAL, "the error feedback of tensor " + quoted(name) +
+                                            " cannot be saved: its name " + problem +
+                                            " (pass a prefix that leaves it out)");
+    }
+    entries.push_back({name, values});
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const FeedbackEntryView& a, const FeedbackEntryView& b) { return a.name < b.name; });
+  const size_t bytes = feedback_blob_size(entries);
+  if (out.size() >= bytes) write_feedback_blob(rank, job_size, entries, out.first(bytes));
+  return bytes;
+}
+
+void ErrorFeedbackStore::load(std::string_view prefix, uint32_t rank, uint32_t job_size,
+                              std::span<const std::byte> blob) {
+  FeedbackBlob parsed;
+  try {
+    parsed = parse_feedback_blob(blob);
+  } catch (const FeedbackBlobError& e) {
+    throw EngineError(THREELC_EMALFORMED, e.what());
+  }
+  if (parsed.rank != rank || parsed.size != job_size) {
+    throw EngineError(THREELC_EINVAL, "the feedback blob was saved by rank " +
+                                          std::to_string(parsed.rank) + " of a job of " +
+                                          std::to_string(parsed.size) + " ranks; this is rank " +
+                                          std::to_string(rank) + " of " + std::to_string(job_size) +
+                                          " (every rank loads the blob it saved itself)");
+  }
+  std::unordered_map<std::string, std::vector<float>> incoming;
+  incoming.reserve(parsed.entries.size());
+  for (auto& [name, values] : parsed.entries) {
+    if (!name.starts_with(prefix)) {
+      throw EngineError(THREELC_EINVAL, "the feedback blob holds tensor " + quoted(name) +
+                                            ", whose name does not start with the prefix " +
+                                            quoted(prefix));
+    }
+    incoming.emplace(std::move(name), std::move(values));
+  }
+  std::lock_guard lock(mutex_);
+  if (incomplete_) throw EngineError(THREELC_EPEER, kIncomplete);
+  // reserve() is the only step that can fail (allocating buckets); after it, erasing and
+  // moving the parsed nodes in allocate nothing and cannot rehash, so no error leaves the
+  // store half replaced.
+  buffers_.reserve(buffers_.size() + incoming.size());
+  std::erase_if(buffers_, [&](const auto& entry) { return entry.first.starts_with(prefix); });
+  buffers_.merge(incoming);
 }
 
 }  // namespace threelc::engine

@@ -161,6 +161,30 @@ typedef struct threelc_statistics {
 
 int threelc_get_statistics(threelc_statistics* statistics);
 
+/* Error feedback (3LC's residuals: one float32 buffer per compressed tensor name, per rank) for
+ * checkpoints; see docs/WIRE_FORMAT.md for the blob. A job that saves every rank's residuals
+ * between two steps (after waiting for one step's allreduces, before submitting the next) and
+ * loads them into a fresh engine of the same size continues bit for bit as if it had never
+ * stopped. Both functions may be called from any thread while operations are in flight: they
+ * wait for a compressed allreduce in progress, never see one halfway, and never change the
+ * residuals under one.
+ *
+ * Writes this rank's residuals whose names start with `prefix` (NULL or "": all) into `buffer`
+ * as one blob and returns its length; when `capacity` is too small (or buffer is NULL) writes
+ * nothing and returns the length needed (it may have grown by the next call: a new tensor's
+ * first compressed step). Negative THREELC_E* code on error: THREELC_ENOTINIT before
+ * threelc_init(), THREELC_EINVAL for a name the blob cannot hold (empty, over 4096 bytes, not
+ * UTF-8), THREELC_EPEER when a compressed allreduce failed while updating the residuals. */
+int64_t threelc_feedback_save(const char* prefix, void* buffer, size_t capacity);
+/* Replaces this rank's residuals whose names start with `prefix` by the blob's (names under the
+ * prefix that the blob lacks are dropped). Every name in the blob must start with `prefix`, and
+ * the blob must have been saved by this rank of a job of this size (else THREELC_EINVAL naming
+ * both); a malformed blob is THREELC_EMALFORMED naming what is wrong (offset, field).
+ * THREELC_ENOTINIT before threelc_init(), THREELC_EPEER as for save. On any error nothing
+ * changes. A loaded residual is used by the next compressed allreduce of its name with as many
+ * elements (another element count starts from zeros, as it always does). */
+int threelc_feedback_load(const char* prefix, const void* blob, size_t bytes);
+
 /* Message of the calling thread's last failing call ("" if none). */
 const char* threelc_last_error(void);
 

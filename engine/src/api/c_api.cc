@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <span>
 #include <string>
 
 #include "api/requests.h"
@@ -201,6 +202,35 @@ int threelc_get_statistics(threelc_statistics* statistics) {
   statistics->operations = c.operations;
   statistics->allreduce_bytes = c.allreduce_bytes;
   return THREELC_OK;
+}
+
+int64_t threelc_feedback_save(const char* prefix, void* buffer, size_t capacity) {
+  std::shared_lock lock(engine_mutex);
+  if (!engine) return fail(THREELC_ENOTINIT, not_initialized);
+  try {
+    const std::span<std::byte> out(static_cast<std::byte*>(buffer), buffer ? capacity : 0);
+    return static_cast<int64_t>(engine->save_feedback(prefix ? prefix : "", out));
+  } catch (const te::EngineError& e) {
+    return fail(e.code(), std::string("threelc_feedback_save: ") + e.what());
+  } catch (const std::exception& e) {
+    return fail(THREELC_EINTERNAL, std::string("threelc_feedback_save: ") + e.what());
+  }
+}
+
+int threelc_feedback_load(const char* prefix, const void* blob, size_t bytes) {
+  std::shared_lock lock(engine_mutex);
+  if (!engine) return fail(THREELC_ENOTINIT, not_initialized);
+  if (blob == nullptr && bytes > 0)
+    return fail(THREELC_EINVAL, "threelc_feedback_load: blob is NULL");
+  try {
+    engine->load_feedback(prefix ? prefix : "",
+                          std::span<const std::byte>(static_cast<const std::byte*>(blob), bytes));
+    return THREELC_OK;
+  } catch (const te::EngineError& e) {
+    return fail(e.code(), std::string("threelc_feedback_load: ") + e.what());
+  } catch (const std::exception& e) {
+    return fail(THREELC_EINTERNAL, std::string("threelc_feedback_load: ") + e.what());
+  }
 }
 
 const char* threelc_last_error(void) { return last_error.c_str(); }

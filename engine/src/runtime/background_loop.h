@@ -47,6 +47,8 @@ class BackgroundLoop {
   // Completes every operation still in flight with `code` and `reason` (after run, once no
   // more can be submitted).
   void fail_everything(int code, const std::string& reason);
+  // The executor's error-feedback store (thread-safe for save/load: error_feedback.h).
+  ErrorFeedbackStore& error_feedback() { return executor_.error_feedback(); }
 
  private:
   CycleResponse negotiate(bool shutdown);

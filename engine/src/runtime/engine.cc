@@ -114,6 +114,16 @@ void Engine::shutdown() {
   context_.reset();
 }
 
+size_t Engine::save_feedback(std::string_view prefix, std::span<std::byte> out) {
+  return loop_->error_feedback().save(prefix, static_cast<uint32_t>(identity_.rank),
+                                      static_cast<uint32_t>(identity_.size), out);
+}
+
+void Engine::load_feedback(std::string_view prefix, std::span<const std::byte> blob) {
+  loop_->error_feedback().load(prefix, static_cast<uint32_t>(identity_.rank),
+                               static_cast<uint32_t>(identity_.size), blob);
+}
+
 std::string Engine::unnamed(OpKind kind) {
   std::lock_guard lock(stop_mutex_);
   return std::string(op_kind_name(kind)) + ".noname." +

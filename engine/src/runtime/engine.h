@@ -6,7 +6,9 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "observe/log.h"
@@ -45,6 +47,11 @@ class Engine {
   // Queues `operation` (its handle and submission time are filled in) and returns its handle.
   // Throws EngineError: THREELC_EDUPLICATE, or the code the engine stopped with.
   Handle submit(Operation operation);
+  // This rank's error feedback as a checkpoint blob (threelc_feedback_save / _load): see
+  // ErrorFeedbackStore::save and ::load, called here with this rank and job size. Safe from any
+  // thread, also while the background thread runs collectives, and after the engine stopped.
+  size_t save_feedback(std::string_view prefix, std::span<std::byte> out);
+  void load_feedback(std::string_view prefix, std::span<const std::byte> blob);
   // "allreduce.noname.7": the n-th unnamed operation of a kind, the same on every rank that
   // submits in the same order.
   std::string unnamed(OpKind kind);

@@ -98,6 +98,9 @@ void Executor::allreduce(const Response& response, std::span<const Operation* co
     options.observer = observer;
     options.workspace = &workspace_;
     options.feedback = feedback;
+    // Checkpoints read and replace the residuals from other threads: they wait until the
+    // collective is over (error_feedback.h says why a mutex).
+    ErrorFeedbackStore::Update update(errors_);
     if (options_.ring) {
       options.tag_base = kRingAllreduceTag;
       ring_allreduce_sum(context_, values, slices, errors_, options);
@@ -109,6 +112,7 @@ void Executor::allreduce(const Response& response, std::span<const Operation* co
       options.tag_base = kPushPullTag;
       push_pull_sum(context_, values, slices, errors_, options);
     }
+    update.done();
   } else {
     CollectiveOptions options;
     options.chunk_bytes = options_.chunk_bytes;
