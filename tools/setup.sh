@@ -11,6 +11,8 @@ packages=(
   libgtest-dev clang-14 libclang-rt-14-dev clang-tidy clang-format
   # transport and launcher tests: a real sshd on loopback, iperf3 as the benchmark baseline
   openssh-server openssh-client iperf3 procps
+  # the DDP example measures every socket's bytes with ss
+  iproute2
   # Python side: Debian's /usr/bin/python3 with numpy, torch and pytest
   python3 python3-numpy python3-torch python3-pytest
   # real data for the demo and the benchmarks

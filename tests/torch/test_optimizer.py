@@ -16,6 +16,7 @@ import warnings
 import pytest
 import torch
 
+import threelc.engine as threelc_engine
 import threelc.torch as hvd
 from torch_helpers import catch, gather_rows, rank, size
 
@@ -384,3 +385,51 @@ def test_sparse_gradients_as_dense(names, salt):
     assert isinstance(error, ValueError) and "sparse_as_dense" in str(error), repr(error)
     assert not differing
     assert close(flat(model), flat(reference), 1e-10)
+
+
+def test_state_dict_carries_error_feedback_and_a_resumed_job_continues_bit_for_bit(names, salt):
+    """state_dict() holds this rank's 3LC residuals; an optimizer restored from it continues
+    bit for bit like one that never stopped, and one restored without them does not. One
+    compressed parameter, so that no fusion (which depends on timing) changes the blocks.
+    broadcast_optimizer_state leaves every rank's own residuals alone."""
+    def job():
+        torch.manual_seed(salt)
+        model = torch.nn.Linear(128, 128, bias=False)  # 64 KiB: compressed
+        opt = hvd.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9),
+            named_parameters=[(names("w"), model.weight)])
+        return model, opt
+
+    def train(model, opt, steps):
+        for step in steps:
+            opt.zero_grad()
+            x = torch.randn(8, 128, generator=torch.Generator().manual_seed(salt + 97 * step
+                                                                            + rank()))
+            model(x).square().mean().backward()
+            opt.step()
+
+    model, opt = job()
+    train(model, opt, range(4))
+    checkpoint = copy.deepcopy({"model": model.state_dict(), "opt": opt.state_dict()})
+    assert "threelc_error_feedback" in checkpoint["opt"]
+    hvd.broadcast_optimizer_state(opt, root_rank=0)  # must not hand rank 0's residuals around
+    assert torch.equal(opt.state_dict()["threelc_error_feedback"],
+                       checkpoint["opt"]["threelc_error_feedback"])
+    train(model, opt, range(4, 8))
+    uninterrupted = flat(model).clone()
+
+    def resume(with_feedback):
+        model, opt = job()
+        model.load_state_dict(checkpoint["model"])
+        state = dict(checkpoint["opt"])
+        if not with_feedback:  # what a fresh engine has: no residuals at all
+            state["threelc_error_feedback"] = torch.frombuffer(
+                bytearray(threelc_engine.feedback_save("(none)")), dtype=torch.uint8)
+        opt.load_state_dict(state)
+        train(model, opt, range(4, 8))
+        return flat(model).clone()
+
+    assert torch.equal(resume(True).view(torch.int32), uninterrupted.view(torch.int32))
+    if size() > 1:
+        assert not torch.equal(resume(False), uninterrupted), \
+            "the residuals made no difference: the test cannot tell a restore from none"

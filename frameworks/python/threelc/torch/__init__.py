@@ -14,15 +14,22 @@ tensors are passed to the engine without copies. Tensors on a CUDA device are st
 through host memory for now (the engine's GPU path is a later issue). Start the ranks with
 ``threelcrun -np N python train.py``.
 
+DistributedDataParallel users add one line instead (:mod:`.ddp`)::
+
+    model.register_comm_hook(hvd.DDPHookState(), hvd.ddp_comm_hook)
+
 The modules: :mod:`.ops` (collectives and handles), :mod:`.autograd` (their differentiable
 forms), :mod:`.compression`, :mod:`.optimizer` (DistributedOptimizer), :mod:`.functions`
-(broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object).
+(broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object),
+:mod:`.ddp` (the DDP communication hook).
 """
 
 from .. import engine as _engine
 from ..engine import (Average, Max, Min, Product, Sum, ThreelcError, is_initialized,
                       statistics)
+from . import _torchrun
 from .compression import Compression
+from .ddp import DDPHookState, ddp_comm_hook
 from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                         broadcast_parameters)
 from .ops import (Handle, HorovodInternalError, ProcessSet, allgather, allgather_async,
@@ -36,7 +43,8 @@ from .optimizer import DistributedOptimizer
 
 
 def init(comm=None, process_sets=None) -> None:
-    """Joins the job described by the environment (threelcrun, mpirun, srun, torchrun).
+    """Joins the job described by the environment (threelcrun, mpirun, srun, torchrun; under
+    torchrun after ``torch.distributed.init_process_group``, whose store carries the secret).
     `comm` and `process_sets` are Horovod's; only their defaults (None) are supported."""
     if comm is not None:
         raise NotImplementedError("threelc takes its ranks from the launcher's environment "
@@ -44,7 +52,7 @@ def init(comm=None, process_sets=None) -> None:
                                   "communicator: call init() without comm")
     if process_sets not in (None, [], "dynamic"):
         raise NotImplementedError("threelc has no process sets other than the global one")
-    _engine.init()
+    _torchrun.init_engine()
 
 
 def shutdown() -> None:
@@ -133,7 +141,8 @@ __all__ = [
     "reducescatter_async", "barrier", "join", "poll", "synchronize",
     "push_pull", "push_pull_", "push_pull_async", "push_pull_async_", "push_pull_inplace",
     "push_pull_async_inplace",
-    "DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
+    "DistributedOptimizer", "DDPHookState", "ddp_comm_hook", "broadcast_parameters",
+    "broadcast_optimizer_state",
     "broadcast_object", "allgather_object",
     "mpi_built", "gloo_built", "nccl_built", "cuda_built", "rocm_built", "mpi_enabled",
     "gloo_enabled", "mpi_threads_supported",

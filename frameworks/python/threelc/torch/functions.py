@@ -20,6 +20,7 @@ import torch
 
 from .. import engine as _engine
 from . import ops
+from .optimizer import FEEDBACK_KEY
 
 
 def _pairs(params):
@@ -105,7 +106,9 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int,
     blob = None
     if root:
         buffer = io.BytesIO()
-        torch.save(optimizer.state_dict(), buffer)
+        state = optimizer.state_dict()
+        state.pop(FEEDBACK_KEY, None)  # residuals are per rank: every rank keeps its own
+        torch.save(state, buffer)
         blob = buffer.getvalue()
     blob = broadcast_object(blob, root_rank, name="broadcast_optimizer_state",
                             process_set=process_set)

@@ -15,7 +15,9 @@ Differences from Horovod: ``compression`` defaults to ``Compression.default`` (3
 THREELC_COMPRESSION=none), since sending gradients compressed is what threelc is for;
 ``num_groups`` and ``groups`` are accepted but fusion is left to the engine
 (THREELC_FUSION_THRESHOLD, THREELC_CYCLE_TIME_MS); sparse gradients need
-``sparse_as_dense=True``.
+``sparse_as_dense=True``; ``state_dict()`` also holds this rank's error-feedback residuals
+(``load_state_dict`` restores them), so a job resumed from a checkpoint continues as if it had
+not stopped.
 """
 
 from __future__ import annotations
@@ -26,9 +28,14 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from .. import engine as _engine
 from ..engine import Average
-from . import ops
+from . import _feedback, ops
 from .compression import Compression, check_compressor, engine_compression
+
+
+NAME_PREFIX = "allreduce."  # of every gradient's operation name
+FEEDBACK_KEY = "threelc_error_feedback"  # of the residuals in state_dict()
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -94,7 +101,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                  f"sparse_as_dense=True to DistributedOptimizer")
             p.grad = p.grad.to_dense()
         compressed, ctx = self._compression.compress(p.grad)
-        handle = ops._submit_with_wire(compressed, True, f"allreduce.{self._names[p]}",
+        handle = ops._submit_with_wire(compressed, True, NAME_PREFIX + self._names[p],
                                        self._op, self._prescale, self._postscale, self._wire)
         return handle, (compressed, ctx)
 
@@ -144,6 +151,25 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self.synchronize()
         self._synchronized = False
         return super(self.__class__, self).step(closure)
+
+    def state_dict(self):
+        """The wrapped optimizer's state_dict, plus this rank's 3LC error-feedback residuals
+        of the gradients' allreduces (under ``"threelc_error_feedback"``; per rank: save
+        every rank's, like an RNG state)."""
+        state = super(self.__class__, self).state_dict()
+        if _engine.is_initialized():  # otherwise there are no residuals to keep
+            state[FEEDBACK_KEY] = _feedback.save(NAME_PREFIX)
+        return state
+
+    def load_state_dict(self, state_dict):
+        """Loads the wrapped optimizer's state and, when the checkpoint has them, this rank's
+        error-feedback residuals (replacing every ``allreduce.`` residual of the engine; a
+        checkpoint of another rank or job size is refused before anything changes)."""
+        blob = state_dict.get(FEEDBACK_KEY)
+        if blob is not None:
+            _feedback.load(blob, NAME_PREFIX)
+            state_dict = {k: v for k, v in state_dict.items() if k != FEEDBACK_KEY}
+        return super(self.__class__, self).load_state_dict(state_dict)
 
     def zero_grad(self, *args, **kwargs):
         if self._handles:

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""Data-parallel training of a CNN on Fashion-MNIST with torch's DistributedDataParallel.
+
+    PYTHONPATH=frameworks/python tools/torchrun --standalone --nproc_per_node 4 \
+        examples/train_fashion_mnist_ddp.py [--hook threelc|none] [--sparsity S] \
+        [--epochs E] [--seed K] [--lr LR] [--batch-size B] [--max-steps N]
+
+The DistributedDataParallel twin of train_fashion_mnist.py (threelc.torch's Horovod API): the
+same CNN, data, per-rank batch, sharding by rank, seeds and learning-rate schedule, so the two
+can be compared run for run. torch.distributed is started with the gloo backend (torchrun's
+env://) and the Net is wrapped in DistributedDataParallel. With --hook threelc (the default)
+one line hands DDP's gradient buckets to the threelc engine, 3LC-compressed with error feedback:
+
+    model.register_comm_hook(threelc.torch.DDPHookState(sparsity=...), threelc.torch.ddp_comm_hook)
+
+With --hook none DDP keeps its default: an uncompressed gloo allreduce of every bucket.
+
+Rank 0 prints progress while it trains and, per epoch, the mean training loss, the test loss
+and accuracy (10,000 images, evaluated in shards and summed), the bytes each rank sent and
+the training time; the last line is one JSON object with the run's results and settings.
+
+Bytes sent (mb_sent_per_rank) are measured the same way in both modes: the kernel's TCP
+counter tcp_info bytes_sent (payload bytes handed to TCP, retransmissions included) summed over
+every TCP socket this process owns -- gloo's, the threelc engine's, torch's store -- read with
+`ss -tinpH` (iproute2). They are read just before the first training step of an epoch and just
+after its last step, so they cover the training steps only (as the Horovod example does), and
+are averaged over the ranks. mb_sent_with_setup_per_rank is the same counter from the start of
+the process to after the last step: it adds the rendezvous, DDP's initial broadcast of the
+parameters, the engine's start and the evaluations (sockets already closed by then are not
+counted). In threelc mode engine_mb_sent_per_rank is the engine's own count
+(threelc.torch.statistics().wire_bytes_sent, training steps only, averaged over ranks): its
+data channels only, so it leaves out the engine's negotiation with rank 0's coordinator (and
+gloo's few bytes), which mb_sent_per_rank includes. The Horovod example's ratio is computed
+from that engine count, so this example's 3LC ratio is the stricter of the two.
+
+compression_ratio = ring_mb_per_rank / mb_sent_per_rank, where ring_mb_per_rank is computed, not
+measured: the bytes a ring allreduce of the uncompressed gradients sends per rank,
+2 (N-1)/N x gradient bytes (every trainable parameter, float32) x training steps. With
+--hook none it is about 1 (gloo's allreduce is such a ring; framing and DDP's few control
+messages make it slightly less), with --hook threelc it is what 3LC saves on the wire.
+If `ss` is missing the byte counts and the ratio are null (with a note on stderr).
+
+tools/torchrun is torchrun with two faults of Debian's torch 1.13 mended (it does not start
+under Python 3.11; --standalone always takes port 29400); with torch 2, plain torchrun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fashion_mnist import DATA_DIR, Net, load_split  # noqa: E402
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--hook", choices=("threelc", "none"), default="threelc",
+                    help="DDP communication hook: threelc (3LC through the threelc engine, "
+                         "default) or none (DDP's default gloo allreduce)")
+    ap.add_argument("--sparsity", type=float, default=1.0,
+                    help="3LC sparsity multiplier s in [1, 2) (default 1.0)")
+    ap.add_argument("--epochs", type=int, default=2, help="epochs (default 2)")
+    ap.add_argument("--seed", type=int, default=0, help="model and data-order seed")
+    ap.add_argument("--batch-size", type=int, default=64, help="per-rank batch (default 64)")
+    ap.add_argument("--lr", type=float, default=0.02, help="SGD learning rate (default 0.02)")
+    ap.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
+                    help="learning rate over the run: cosine decay from --lr to 0 (default) "
+                         "or constant")
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--log-every", type=int, default=50, help="progress line every N steps")
+    ap.add_argument("--max-steps", type=int, default=0,
+                    help="stop every epoch after this many steps (0: the whole epoch; for "
+                         "smoke tests)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch threads per rank (default: cores / ranks on this host)")
+    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    args = ap.parse_args(argv)
+    if args.epochs < 1:
+        ap.error("--epochs must be at least 1")
+    if not 1.0 <= args.sparsity < 2.0:
+        ap.error(f"--sparsity {args.sparsity} is outside [1, 2)")
+    return args
+
+
+_SS = shutil.which("ss") or next((p for p in ("/usr/bin/ss", "/bin/ss", "/sbin/ss")
+                                  if os.path.exists(p)), None)
+_PID = re.compile(r"pid=(\d+),")
+_BYTES_SENT = re.compile(r"\bbytes_sent:(\d+)")
+
+
+def tcp_bytes_sent():
+    """Payload bytes this process has sent over its open TCP sockets (tcp_info bytes_sent,
+    summed), from `ss -tinpH`; None without ss. ss prints each socket as a line naming its
+    owners (users:(("python3",pid=...,fd=...))) followed by an indented line of tcp_info
+    (bytes_sent is left out while it is 0)."""
+    if _SS is None:
+        return None
+    out = subprocess.run([_SS, "-tinpH"], capture_output=True, text=True, check=True).stdout
+    pid, total, mine = str(os.getpid()), 0, False
+    for line in out.splitlines():
+        if line[:1] not in (" ", "\t"):  # a socket: is it ours?
+            mine = pid in _PID.findall(line)
+        elif mine:
+            found = _BYTES_SENT.search(line)
+            if found:
+                total += int(found.group(1))
+    return total
+
+
+def engine_bytes_sent(hook):
+    if hook != "threelc":
+        return 0
+    import threelc.torch  # noqa: PLC0415 (only with the hook)
+
+    return threelc.torch.statistics().wire_bytes_sent
+
+
+def average(values, size):
+    """The mean over every rank of each of `values` (float64, gloo)."""
+    totals = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(totals)
+    return (totals / size).tolist()
+
+
+def evaluate(model, x, y, batch=1000):
+    """(correct, count, summed loss) over this rank's shard, summed over every rank (exact)."""
+    model.eval()
+    correct, loss = 0.0, 0.0
+    with torch.no_grad():
+        for i in range(0, len(x), batch):
+            out = model(x[i: i + batch])
+            loss += F.cross_entropy(out, y[i: i + batch], reduction="sum").item()
+            correct += (out.argmax(1) == y[i: i + batch]).sum().item()
+    model.train()
+    totals = torch.tensor([correct, float(len(x)), loss], dtype=torch.float64)
+    dist.all_reduce(totals)
+    return totals.tolist()
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    start = time.perf_counter()
+    dist.init_process_group("gloo")  # env:// from torchrun
+    rank, size = dist.get_rank(), dist.get_world_size()
+    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", size))
+    threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, local_size))
+    torch.set_num_threads(threads)
+    torch.manual_seed(args.seed)
+    log = print if rank == 0 else (lambda *a, **k: None)
+    if _SS is None and rank == 0:
+        print("note: `ss` not found (Debian: apt-get install iproute2): the bytes sent cannot "
+              "be measured; they and the compression ratio are reported as null",
+              file=sys.stderr, flush=True)
+
+    train_x, train_y = load_split(args.data_dir, "train")
+    test_x, test_y = load_split(args.data_dir, "t10k")
+    test_x, test_y = test_x[rank::size], test_y[rank::size]
+    shard = np.arange(rank, len(train_x), size)
+    # Every rank takes the same number of steps (the smallest shard's).
+    steps_per_epoch = (len(train_x) // size) // args.batch_size
+    if args.max_steps > 0:
+        steps_per_epoch = min(steps_per_epoch, args.max_steps)
+
+    # The Horovod example's CNN (322k parameters). DDP broadcasts rank 0's parameters when it
+    # wraps the model, as hvd.broadcast_parameters does there.
+    net = Net(conv1=16, conv2=48, hidden=128)
+    model = DistributedDataParallel(net)
+    if args.hook == "threelc":
+        import threelc.torch  # noqa: PLC0415 (--hook none runs without the threelc library)
+
+        model.register_comm_hook(threelc.torch.DDPHookState(sparsity=args.sparsity),
+                                 threelc.torch.ddp_comm_hook)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    total_steps = steps_per_epoch * args.epochs
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / total_steps))
+        if args.schedule == "cosine" else 1.0)
+
+    params = sum(p.numel() for p in model.parameters())
+    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    mode = (f"3LC hook, sparsity {args.sparsity}" if args.hook == "threelc"
+            else "DDP's gloo allreduce (no compression)")
+    log(f"DistributedDataParallel: CNN ({params} parameters) on Fashion-MNIST, {size} ranks x "
+        f"batch {args.batch_size}, {steps_per_epoch} steps per epoch, {args.epochs} epochs, "
+        f"{mode}, {threads} torch thread(s) per rank", flush=True)
+
+    rng = np.random.default_rng(args.seed)
+    measured = _SS is not None
+    sent_total, engine_total, accuracy, test_loss, train_seconds = 0.0, 0.0, 0.0, 0.0, 0.0
+    for epoch in range(1, args.epochs + 1):
+        order = shard[rng.permutation(len(shard))]  # same permutation seed on every rank
+        sent0, engine0 = tcp_bytes_sent(), engine_bytes_sent(args.hook)
+        epoch_start = time.perf_counter()
+        loss_sum = 0.0
+        for step in range(1, steps_per_epoch + 1):
+            idx = torch.from_numpy(order[(step - 1) * args.batch_size: step * args.batch_size])
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(train_x[idx]), train_y[idx])
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            loss_sum += loss.item()
+            if not np.isfinite(loss.item()):
+                raise SystemExit(f"rank {rank}: loss is {loss.item()} at epoch {epoch} step "
+                                 f"{step}: training diverged")
+            if step % args.log_every == 0:
+                rate = step / (time.perf_counter() - epoch_start)
+                log(f"  epoch {epoch} step {step}/{steps_per_epoch} loss {loss_sum / step:.4f} "
+                    f"({rate:.1f} steps/s)", flush=True)
+        epoch_seconds = time.perf_counter() - epoch_start
+        train_seconds += epoch_seconds
+        sent1, engine1 = tcp_bytes_sent(), engine_bytes_sent(args.hook)
+        sent = (sent1 - sent0) if measured else 0
+        sent_avg, engine_avg, loss_avg = average(
+            [float(sent), float(engine1 - engine0), loss_sum], size)
+        sent_total += sent_avg
+        engine_total += engine_avg
+        ring = 2 * (size - 1) / size * grad_bytes * steps_per_epoch
+        correct, count, test_loss_sum = evaluate(model.module, test_x, test_y)
+        accuracy, test_loss = correct / count, test_loss_sum / count
+        traffic = (f"sent {sent_avg / 1e6:.2f} MB per rank, compression {ring / sent_avg:.1f}x"
+                   if measured and sent_avg else "bytes sent not measured (no ss)")
+        log(f"epoch {epoch}: loss {loss_avg / steps_per_epoch:.4f}, test loss {test_loss:.4f}, "
+            f"test accuracy {accuracy:.4f}, {traffic}, {epoch_seconds:.1f} s", flush=True)
+
+    # Everything this process sent from its start to now (after the last step and evaluation,
+    # before teardown), averaged over the ranks.
+    with_setup = tcp_bytes_sent() if measured else 0
+    with_setup_avg, = average([float(with_setup)], size)
+    seconds = time.perf_counter() - start
+    steps = steps_per_epoch * args.epochs
+    ring_total = 2 * (size - 1) / size * grad_bytes * steps
+    summary = {
+        "test_accuracy": round(accuracy, 4),
+        "test_loss": round(test_loss, 4),
+        "compression_ratio": round(ring_total / sent_total, 2) if measured and sent_total
+        else None,
+        "mb_sent_per_rank": round(sent_total / 1e6, 3) if measured else None,
+        "ring_mb_per_rank": round(ring_total / 1e6, 3),
+        "mb_sent_with_setup_per_rank": round(with_setup_avg / 1e6, 3) if measured else None,
+        "engine_mb_sent_per_rank": round(engine_total / 1e6, 3) if args.hook == "threelc"
+        else None,
+        "bytes_measured_by": "ss tcp_info bytes_sent" if measured else None,
+        "seconds": round(seconds, 2),
+        "train_seconds": round(train_seconds, 2),
+        "seconds_per_epoch": round(train_seconds / args.epochs, 2),
+        "hook": args.hook,
+        "ranks": size,
+        "epochs": args.epochs,
+        "steps": steps,
+        "batch_size": args.batch_size,
+        "sparsity": args.sparsity if args.hook == "threelc" else None,
+        "seed": args.seed,
+        "lr": args.lr,
+        "schedule": args.schedule,
+    }
+    log(json.dumps(summary), flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""3LC for DistributedDataParallel: a communication hook.
+
+    model = torch.nn.parallel.DistributedDataParallel(net)
+    model.register_comm_hook(threelc.torch.DDPHookState(), threelc.torch.ddp_comm_hook)
+
+DDP hands the hook one bucket of gradients at a time (a flat buffer holding several
+parameters' gradients). The hook submits one engine allreduce (op Average, 3LC-compressed) per
+parameter of the bucket, in place on the bucket's buffer, and returns a
+``torch.futures.Future`` that one shared thread (:mod:`._completion`) completes when they have
+all finished. The engine fuses the parameters' allreduces again on its own (THREELC_FUSION_*).
+
+Why per parameter: the engine keys 3LC's error feedback by the operation's name. DDP rebuilds
+its buckets after the first iteration (in the order gradients became ready), so a bucket's
+index does not name the same parameters throughout training; a parameter does. Each parameter
+travels as ``ddp.<name>``: its name from `named_parameters` when given, else ``b<i>.<j>`` from
+the bucket index and position where the hook first saw it — the same on every rank, since DDP
+builds its first buckets identically everywhere. Use one state per DDP model.
+
+The state initializes the engine from the launcher's environment when it is created (torchrun's
+variables, with the job secret shared through torch.distributed's store: see
+:mod:`._torchrun`), so construct it on every rank after ``init_process_group``.
+
+Checkpointing: ``state.state_dict()`` holds this rank's error-feedback residuals (3LC's memory
+of what it has not sent yet); ``load_state_dict`` puts them back, so a resumed job neither loses
+nor double-counts them. Save one per rank, like an RNG state.
+"""
+
+from typing import Dict, List, Optional
+
+import torch
+import torch.distributed as dist
+
+from .. import engine as _engine
+from ..engine import Average
+from . import _completion, _feedback, _tensors, _torchrun
+from .compression import ThreelcCompressor
+
+NAME_PREFIX = "ddp."
+
+
+class DDPHookState:
+    """What :func:`ddp_comm_hook` needs across calls.
+
+    `sparsity`: the 3LC sparsity multiplier s in [1, 2) (None: THREELC_SPARSITY, 1.0 by
+    default). `min_compress_bytes`: parameters with fewer gradient bytes travel raw (the
+    engine's THREELC_MIN_COMPRESS_BYTES applies as well). Whether to compress at all follows
+    THREELC_COMPRESSION (3LC unless ``none``). `named_parameters`: the DDP model's
+    ``named_parameters()``, for readable operation names (logs, timeline, checkpoints);
+    without it parameters are named by where they first appeared. `timeout`: seconds a bucket
+    may take before its future fails with ETIMEOUT (None: the engine's own timeouts).
+    """
+
+    def __init__(self, sparsity: Optional[float] = None, min_compress_bytes: int = 65536,
+                 named_parameters=None, timeout: Optional[float] = None):
+        ThreelcCompressor(sparsity)  # validates the range
+        if int(min_compress_bytes) < 0:
+            raise ValueError(f"min_compress_bytes must be >= 0, got {min_compress_bytes}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds or None, got {timeout}")
+        self.sparsity = sparsity
+        self.min_compress_bytes = int(min_compress_bytes)
+        self.timeout = timeout
+        self._compressed = _engine.Compression.default(sparsity=sparsity)
+        self._names: Dict[torch.Tensor, str] = {}
+        if named_parameters is not None:
+            for name, param in named_parameters:
+                self._names[param] = NAME_PREFIX + name
+        _torchrun.init_engine()
+        if dist.is_available() and dist.is_initialized():
+            if dist.get_world_size() != _engine.size():
+                raise ValueError(
+                    f"torch.distributed has {dist.get_world_size()} ranks but the threelc "
+                    f"engine {_engine.size()}: both must span the same processes (start the "
+                    f"job with torchrun or threelcrun, once)")
+
+    # -- names -----------------------------------------------------------------------------
+
+    def names_of(self, bucket: dist.GradBucket) -> List[str]:
+        """The operation name of each parameter of `bucket`, in bucket order."""
+        params = bucket.parameters()
+        names = []
+        for position, param in enumerate(params):
+            name = self._names.get(param)
+            if name is None:
+                name = f"{NAME_PREFIX}b{bucket.index()}.{position}"
+                self._names[param] = name
+            names.append(name)
+        return names
+
+    # -- checkpointing -----------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """This rank's error-feedback residuals (one blob: the engine's format, which records
+        the rank and job size it belongs to) and the settings."""
+        return {
+            "error_feedback": _feedback.save(NAME_PREFIX),
+            "sparsity": self.sparsity,
+            "min_compress_bytes": self.min_compress_bytes,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restores what :meth:`state_dict` saved on this rank: the residuals of every ``ddp.``
+        name are replaced by the checkpoint's. A checkpoint of another rank or job size is
+        refused (ThreelcError EINVAL) and a damaged one too (EMALFORMED); nothing changes
+        then. Call it between steps, not while a backward pass is running."""
+        if "error_feedback" not in state:
+            raise KeyError("not a DDPHookState.state_dict(): it has no 'error_feedback'")
+        _feedback.load(state["error_feedback"], NAME_PREFIX)
+
+
+# No `from __future__ import annotations` here: DDP checks the hook's annotations as objects.
+def ddp_comm_hook(state: DDPHookState,
+                  bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """Averages `bucket` over every rank through the engine's compressed allreduce; register
+    with ``model.register_comm_hook(state, threelc.torch.ddp_comm_hook)``."""
+    buffer = bucket.buffer()
+    _tensors.check_tensor(buffer, "the DDP bucket", reducing=True)
+    stage = _tensors.HostStage(buffer)
+    flat, dtype = _tensors.array_of(stage.host)
+    handles = []
+    try:
+        for name, (offset, count) in zip(state.names_of(bucket), _layout(bucket, buffer)):
+            part = flat[offset:offset + count]
+            wire = (state._compressed if part.nbytes >= state.min_compress_bytes
+                    else _engine.Compression.none)
+            handles.append(_engine.allreduce(part, part, name=name, op=Average,
+                                             compression=wire, dtype=dtype))
+    except Exception:
+        # What was submitted still runs on every rank: let it finish into this buffer.
+        _completion.when_done(handles, lambda: None, None, f"DDP bucket {bucket.index()}")
+        raise
+    return _completion.when_done(handles, stage.copy_back, state.timeout,
+                                 f"DDP bucket {bucket.index()}")
+
+
+def _layout(bucket: dist.GradBucket, buffer: torch.Tensor):
+    """(offset, count) in elements of each gradient of `bucket` within its flat buffer."""
+    base, itemsize, total = buffer.data_ptr(), buffer.element_size(), buffer.numel()
+    layout = []
+    for grad in bucket.gradients():
+        offset, rest = divmod(grad.data_ptr() - base, itemsize)
+        if rest or offset < 0 or offset + grad.numel() > total:
+            raise RuntimeError(f"DDP bucket {bucket.index()}: a gradient does not lie within "
+                               f"the bucket's buffer (offset {grad.data_ptr() - base} bytes)")
+        layout.append((offset, grad.numel()))
+    return layout

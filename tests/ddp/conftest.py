@@ -1,0 +1,85 @@
+"""The DDP communication hook's suite: every rank runs the same pytest session under torchrun,
+as DDP users run their jobs. From the repository root:
+
+    PYTHONPATH=frameworks/python timeout 600 torchrun --standalone --nproc_per_node 2 \\
+        -m pytest -q -p no:cacheprovider tests/ddp
+
+(3 ranks as well; THREELC_LIBRARY=/path/to/libthreelc.so picks another library.) Run without
+torchrun it is a one-rank job of its own (a local gloo group).
+
+The session initializes torch.distributed (gloo) and then the threelc engine, which takes its
+identity from torchrun's variables and its job secret from torch's store. Before each test
+every ``ddp.`` error-feedback residual is dropped, so each test starts as a fresh job would.
+After each test the ranks compare, over gloo, which test they ran and whether it failed: a
+test that failed on some ranks fails on all, and ranks that drifted apart stop the job.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+os.environ.setdefault("THREELC_STALL_TIMEOUT", "10")
+
+import threelc.engine as engine  # noqa: E402 (after the environment is set)
+import threelc.torch as hvd  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "torch"))  # torch_helpers
+
+GROUP_TIMEOUT = datetime.timedelta(seconds=120)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, "_report_" + report.when, report)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def job():
+    """torch.distributed (gloo) first, then the engine; both end with the session."""
+    torch.set_num_threads(1)  # the ranks share the machine's cores
+    if "RANK" not in os.environ:  # a one-rank job without torchrun
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29400 + os.getpid() % 500))
+    dist.init_process_group("gloo", timeout=GROUP_TIMEOUT)
+    hvd.init()
+    yield
+    hvd.shutdown()
+    dist.destroy_process_group()
+
+
+@pytest.fixture(autouse=True)
+def fresh_feedback():
+    """Drops every ddp. residual: an empty blob (saved under a prefix nothing has) loaded under
+    "ddp." replaces them all with nothing."""
+    if hvd.is_initialized():
+        engine.feedback_load(engine.feedback_save("(none)"), "ddp.")
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _lockstep(request):
+    yield
+    report = getattr(request.node, "_report_call", None)
+    failed = report is None or report.failed
+    mine = (zlib.crc32(request.node.nodeid.encode()), bool(failed))
+    everyone = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, mine)
+    if any(e[0] != mine[0] for e in everyone):
+        sys.stderr.write(f"\n[rank {dist.get_rank()}] LOCKSTEP LOST after "
+                         f"{request.node.nodeid}: the ranks ran different tests; stopping.\n")
+        sys.stderr.flush()
+        os._exit(71)
+    failing = [r for r, e in enumerate(everyone) if e[1]]
+    if failing and not failed:
+        pytest.fail(f"{request.node.nodeid} failed on rank(s) {failing} (see their reports) "
+                    f"but passed on rank {dist.get_rank()}", pytrace=False)
