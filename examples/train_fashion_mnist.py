@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -31,55 +30,21 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 import threelc.torch as hvd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fashion_mnist import DATA_DIR, Net, load_split  # noqa: E402
+from fashion_mnist import Net  # noqa: E402
+from training import (add_training_arguments, evaluate_locally, load_shard,  # noqa: E402
+                      lr_schedule, parse_training_arguments, torch_threads, train_epoch)
 
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--compression", choices=("threelc", "none"), default="threelc",
                     help="gradient compression (default threelc)")
-    ap.add_argument("--sparsity", type=float, default=1.0,
-                    help="3LC sparsity multiplier s in [1, 2) (default 1.0)")
-    ap.add_argument("--epochs", type=int, default=2, help="epochs (default 2)")
-    ap.add_argument("--seed", type=int, default=0, help="model and data-order seed")
-    ap.add_argument("--batch-size", type=int, default=64, help="per-rank batch (default 64)")
-    ap.add_argument("--lr", type=float, default=0.02, help="SGD learning rate (default 0.02)")
-    ap.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
-                    help="learning rate over the run: cosine decay from --lr to 0 (default) "
-                         "or constant")
-    ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--log-every", type=int, default=50, help="progress line every N steps")
-    ap.add_argument("--max-steps", type=int, default=0,
-                    help="stop every epoch after this many steps (0: the whole epoch; for "
-                         "smoke tests)")
-    ap.add_argument("--threads", type=int, default=0,
-                    help="torch threads per rank (default: cores / ranks on this host)")
-    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
-    args = ap.parse_args(argv)
-    if args.epochs < 1:
-        ap.error("--epochs must be at least 1")
-    if not 1.0 <= args.sparsity < 2.0:
-        ap.error(f"--sparsity {args.sparsity} is outside [1, 2)")
-    return args
-
-
-def evaluate(model, x, y, batch=1000):
-    """(correct, count, summed loss) over this rank's shard, summed over every rank (exact)."""
-    model.eval()
-    correct, loss = 0.0, 0.0
-    with torch.no_grad():
-        for i in range(0, len(x), batch):
-            out = model(x[i: i + batch])
-            loss += F.cross_entropy(out, y[i: i + batch], reduction="sum").item()
-            correct += (out.argmax(1) == y[i: i + batch]).sum().item()
-    model.train()
-    totals = torch.tensor([correct, float(len(x)), loss], dtype=torch.float64)
-    return hvd.allreduce(totals, op=hvd.Sum, name="eval.totals").tolist()
+    add_training_arguments(ap)
+    return parse_training_arguments(ap, argv)
 
 
 def wire_bytes() -> tuple:
@@ -92,18 +57,10 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, hvd.local_size()))
-    torch.set_num_threads(threads)
+    threads = torch_threads(args, hvd.local_size())
     torch.manual_seed(args.seed)
-
-    train_x, train_y = load_split(args.data_dir, "train")
-    test_x, test_y = load_split(args.data_dir, "t10k")
-    test_x, test_y = test_x[rank::size], test_y[rank::size]
-    shard = np.arange(rank, len(train_x), size)
-    # Every rank takes the same number of steps (the smallest shard's).
-    steps_per_epoch = (len(train_x) // size) // args.batch_size
-    if args.max_steps > 0:
-        steps_per_epoch = min(steps_per_epoch, args.max_steps)
+    shard = load_shard(args, rank, size)
+    steps_per_epoch = shard.steps_per_epoch
 
     # 322k parameters; the conv2 and fc1 weights (99.4% of the bytes) are 3LC-compressed, the
     # other tensors (< THREELC_MIN_COMPRESS_BYTES) travel raw.
@@ -115,10 +72,7 @@ def main(argv=None) -> int:
                                          compression=compression)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-    total_steps = steps_per_epoch * args.epochs
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / total_steps))
-        if args.schedule == "cosine" else 1.0)
+    schedule = lr_schedule(optimizer, args, steps_per_epoch * args.epochs)
 
     log = print if rank == 0 else (lambda *a, **k: None)
     params = sum(p.numel() for p in model.parameters())
@@ -131,25 +85,10 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(args.seed)
     sent_total, raw_total, accuracy, train_seconds = 0, 0.0, 0.0, 0.0
     for epoch in range(1, args.epochs + 1):
-        order = shard[rng.permutation(len(shard))]  # same permutation seed on every rank
+        order = shard.indices[rng.permutation(len(shard.indices))]  # the same on every rank
         sent0, reduced0 = wire_bytes()
         epoch_start = time.perf_counter()
-        loss_sum = 0.0
-        for step in range(1, steps_per_epoch + 1):
-            idx = torch.from_numpy(order[(step - 1) * args.batch_size: step * args.batch_size])
-            optimizer.zero_grad()
-            loss = F.cross_entropy(model(train_x[idx]), train_y[idx])
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            loss_sum += loss.item()
-            if not np.isfinite(loss.item()):
-                raise SystemExit(f"rank {rank}: loss is {loss.item()} at epoch {epoch} step "
-                                 f"{step}: training diverged")
-            if step % args.log_every == 0:
-                rate = step / (time.perf_counter() - epoch_start)
-                log(f"  epoch {epoch} step {step}/{steps_per_epoch} loss {loss_sum / step:.4f} "
-                    f"({rate:.1f} steps/s)", flush=True)
+        loss_sum = train_epoch(model, optimizer, schedule, shard, order, args, epoch, rank, log)
         train_seconds += time.perf_counter() - epoch_start
         sent1, reduced1 = wire_bytes()
         # Bytes this rank sent, and what an uncompressed push_pull would have sent for them.
@@ -159,7 +98,9 @@ def main(argv=None) -> int:
                                op=hvd.Average, name="epoch.traffic").tolist()
         sent_total += totals[0]
         raw_total += totals[1]
-        correct, count, test_loss = evaluate(model, test_x, test_y)
+        correct, count, test_loss = hvd.allreduce(
+            evaluate_locally(model, shard.test_x, shard.test_y), op=hvd.Sum,
+            name="eval.totals").tolist()
         accuracy = correct / count
         ratio = totals[1] / totals[0] if totals[0] else float("nan")
         log(f"epoch {epoch}: loss {totals[2] / steps_per_epoch:.4f}, test loss "

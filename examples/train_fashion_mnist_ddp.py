@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import shutil
@@ -60,11 +59,12 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fashion_mnist import DATA_DIR, Net, load_split  # noqa: E402
+from fashion_mnist import Net  # noqa: E402
+from training import (add_training_arguments, evaluate_locally, load_shard,  # noqa: E402
+                      lr_schedule, parse_training_arguments, torch_threads, train_epoch)
 
 
 def parse_args(argv):
@@ -72,29 +72,8 @@ def parse_args(argv):
     ap.add_argument("--hook", choices=("threelc", "none"), default="threelc",
                     help="DDP communication hook: threelc (3LC through the threelc engine, "
                          "default) or none (DDP's default gloo allreduce)")
-    ap.add_argument("--sparsity", type=float, default=1.0,
-                    help="3LC sparsity multiplier s in [1, 2) (default 1.0)")
-    ap.add_argument("--epochs", type=int, default=2, help="epochs (default 2)")
-    ap.add_argument("--seed", type=int, default=0, help="model and data-order seed")
-    ap.add_argument("--batch-size", type=int, default=64, help="per-rank batch (default 64)")
-    ap.add_argument("--lr", type=float, default=0.02, help="SGD learning rate (default 0.02)")
-    ap.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
-                    help="learning rate over the run: cosine decay from --lr to 0 (default) "
-                         "or constant")
-    ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--log-every", type=int, default=50, help="progress line every N steps")
-    ap.add_argument("--max-steps", type=int, default=0,
-                    help="stop every epoch after this many steps (0: the whole epoch; for "
-                         "smoke tests)")
-    ap.add_argument("--threads", type=int, default=0,
-                    help="torch threads per rank (default: cores / ranks on this host)")
-    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
-    args = ap.parse_args(argv)
-    if args.epochs < 1:
-        ap.error("--epochs must be at least 1")
-    if not 1.0 <= args.sparsity < 2.0:
-        ap.error(f"--sparsity {args.sparsity} is outside [1, 2)")
-    return args
+    add_training_arguments(ap)
+    return parse_training_arguments(ap, argv)
 
 
 _SS = shutil.which("ss") or next((p for p in ("/usr/bin/ss", "/bin/ss", "/sbin/ss")
@@ -137,29 +116,13 @@ def average(values, size):
     return (totals / size).tolist()
 
 
-def evaluate(model, x, y, batch=1000):
-    """(correct, count, summed loss) over this rank's shard, summed over every rank (exact)."""
-    model.eval()
-    correct, loss = 0.0, 0.0
-    with torch.no_grad():
-        for i in range(0, len(x), batch):
-            out = model(x[i: i + batch])
-            loss += F.cross_entropy(out, y[i: i + batch], reduction="sum").item()
-            correct += (out.argmax(1) == y[i: i + batch]).sum().item()
-    model.train()
-    totals = torch.tensor([correct, float(len(x)), loss], dtype=torch.float64)
-    dist.all_reduce(totals)
-    return totals.tolist()
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()
     dist.init_process_group("gloo")  # env:// from torchrun
     rank, size = dist.get_rank(), dist.get_world_size()
     local_size = int(os.environ.get("LOCAL_WORLD_SIZE", size))
-    threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, local_size))
-    torch.set_num_threads(threads)
+    threads = torch_threads(args, local_size)
     torch.manual_seed(args.seed)
     log = print if rank == 0 else (lambda *a, **k: None)
     if _SS is None and rank == 0:
@@ -167,14 +130,8 @@ def main(argv=None) -> int:
               "be measured; they and the compression ratio are reported as null",
               file=sys.stderr, flush=True)
 
-    train_x, train_y = load_split(args.data_dir, "train")
-    test_x, test_y = load_split(args.data_dir, "t10k")
-    test_x, test_y = test_x[rank::size], test_y[rank::size]
-    shard = np.arange(rank, len(train_x), size)
-    # Every rank takes the same number of steps (the smallest shard's).
-    steps_per_epoch = (len(train_x) // size) // args.batch_size
-    if args.max_steps > 0:
-        steps_per_epoch = min(steps_per_epoch, args.max_steps)
+    shard = load_shard(args, rank, size)
+    steps_per_epoch = shard.steps_per_epoch
 
     # The Horovod example's CNN (322k parameters). DDP broadcasts rank 0's parameters when it
     # wraps the model, as hvd.broadcast_parameters does there.
@@ -186,10 +143,7 @@ def main(argv=None) -> int:
         model.register_comm_hook(threelc.torch.DDPHookState(sparsity=args.sparsity),
                                  threelc.torch.ddp_comm_hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-    total_steps = steps_per_epoch * args.epochs
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / total_steps))
-        if args.schedule == "cosine" else 1.0)
+    schedule = lr_schedule(optimizer, args, steps_per_epoch * args.epochs)
 
     params = sum(p.numel() for p in model.parameters())
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
@@ -203,25 +157,10 @@ def main(argv=None) -> int:
     measured = _SS is not None
     sent_total, engine_total, accuracy, test_loss, train_seconds = 0.0, 0.0, 0.0, 0.0, 0.0
     for epoch in range(1, args.epochs + 1):
-        order = shard[rng.permutation(len(shard))]  # same permutation seed on every rank
+        order = shard.indices[rng.permutation(len(shard.indices))]  # the same on every rank
         sent0, engine0 = tcp_bytes_sent(), engine_bytes_sent(args.hook)
         epoch_start = time.perf_counter()
-        loss_sum = 0.0
-        for step in range(1, steps_per_epoch + 1):
-            idx = torch.from_numpy(order[(step - 1) * args.batch_size: step * args.batch_size])
-            optimizer.zero_grad()
-            loss = F.cross_entropy(model(train_x[idx]), train_y[idx])
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            loss_sum += loss.item()
-            if not np.isfinite(loss.item()):
-                raise SystemExit(f"rank {rank}: loss is {loss.item()} at epoch {epoch} step "
-                                 f"{step}: training diverged")
-            if step % args.log_every == 0:
-                rate = step / (time.perf_counter() - epoch_start)
-                log(f"  epoch {epoch} step {step}/{steps_per_epoch} loss {loss_sum / step:.4f} "
-                    f"({rate:.1f} steps/s)", flush=True)
+        loss_sum = train_epoch(model, optimizer, schedule, shard, order, args, epoch, rank, log)
         epoch_seconds = time.perf_counter() - epoch_start
         train_seconds += epoch_seconds
         sent1, engine1 = tcp_bytes_sent(), engine_bytes_sent(args.hook)
@@ -231,7 +170,9 @@ def main(argv=None) -> int:
         sent_total += sent_avg
         engine_total += engine_avg
         ring = 2 * (size - 1) / size * grad_bytes * steps_per_epoch
-        correct, count, test_loss_sum = evaluate(model.module, test_x, test_y)
+        totals = evaluate_locally(model.module, shard.test_x, shard.test_y)
+        dist.all_reduce(totals)
+        correct, count, test_loss_sum = totals.tolist()
         accuracy, test_loss = correct / count, test_loss_sum / count
         traffic = (f"sent {sent_avg / 1e6:.2f} MB per rank, compression {ring / sent_avg:.1f}x"
                    if measured and sent_avg else "bytes sent not measured (no ss)")
