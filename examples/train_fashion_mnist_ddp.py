@@ -212,8 +212,12 @@ def main(argv=None) -> int:
     }
     log(json.dumps(summary), flush=True)
     dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    # End here, not in the interpreter's teardown: there torch 1.13 can deadlock (a rank hung
+    # in about one run in ten): freeing DDP's reducer joins gloo's worker thread while holding
+    # the GIL, and that thread may be freeing a tensor, which needs the GIL.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "torch"))  # torch_
 GROUP_TIMEOUT = datetime.timedelta(seconds=120)
 
 
+_exit_status = 0
+
+
+def pytest_sessionfinish(session, exitstatus):
+    global _exit_status
+    _exit_status = int(exitstatus)
+
+
+def pytest_unconfigure(config):
+    """Leaves without the interpreter's teardown, where torch 1.13 can deadlock (freeing a DDP
+    reducer joins gloo's worker thread while holding the GIL, and that thread may need it)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_exit_status)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
