@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import struct
+import time
 
 import pytest
 import torch
@@ -245,6 +246,32 @@ def test_ranks_that_disagree_fail_the_backward_on_every_rank():
     sparsity = 1.0 if dist.get_rank() == 0 else 1.5
     model, _ = hooked(make_net(6), tag="disagree", sparsity=sparsity)
     with pytest.raises(RuntimeError, match="ranks disagree on compression"):
+        backward(model, 0)
+
+
+def test_a_bucket_past_its_timeout_fails_the_backward_naming_the_tensor():
+    """Rank 0 gives buckets 0.3 s; rank 1 hands its buckets over 1 s late. Rank 0's backward
+    raises (ETIMEOUT, naming the operation) instead of waiting; rank 1's completes once rank 0's
+    submissions, which still run, meet its own."""
+    if dist.get_world_size() < 2:
+        pytest.skip("needs 2 ranks")
+    rank = dist.get_rank()
+    net = make_net(10)
+    model = DDP(net, bucket_cap_mb=BUCKET_CAP_MB)
+    state = hvd.DDPHookState(named_parameters=[(f"timeout/{n}", p) for n, p in
+                                               net.named_parameters()],
+                             timeout=0.3 if rank == 0 else None)
+
+    def late(hook_state, bucket):
+        if rank == 1:
+            time.sleep(1.0)
+        return hvd.ddp_comm_hook(hook_state, bucket)
+
+    model.register_comm_hook(state, late)
+    if rank == 0:
+        with pytest.raises(RuntimeError, match=r"allreduce 'ddp\.timeout/.*still pending"):
+            backward(model, 0)
+    else:
         backward(model, 0)
 
 
