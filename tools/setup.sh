@@ -11,6 +11,9 @@ packages=(
   libgtest-dev clang-14 libclang-rt-14-dev clang-tidy clang-format
   # transport and launcher tests: a real sshd on loopback, iperf3 as the benchmark baseline
   openssh-server openssh-client iperf3 procps
+  # THREELC_TRANSPORT=ucx: UCX (headers, libraries, its CMake config) and ucx_perftest, the
+  # UCX benchmark's baseline
+  libucx-dev ucx-utils
   # the DDP example measures every socket's bytes with ss
   iproute2
   # Python side: Debian's /usr/bin/python3 with numpy, torch and pytest

@@ -73,8 +73,10 @@ class Job:
 
 
 def clean_env(extra=None) -> dict:
+    """This environment less its THREELC_* settings, but for THREELC_LIBRARY and
+    THREELC_TRANSPORT (ctest's engine_job_tests_ucx runs every job over UCX), plus `extra`."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("THREELC_") or k == "THREELC_LIBRARY"}
+           if not k.startswith("THREELC_") or k in ("THREELC_LIBRARY", "THREELC_TRANSPORT")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["THREELC_START_TIMEOUT"] = "30"
     env["THREELC_TIMEOUT"] = "60"

@@ -745,9 +745,10 @@ def case_shutdown():
 
 def case_bad_env():
     """Each VAR=value argument, set alone, makes init fail with a message naming VAR; then
-    init with a clean environment works."""
+    init with the job's own environment back (its THREELC_TRANSPORT included) works."""
     pairs = [a.split("=", 1) for a in sys.argv[2:]]
     for var, value in pairs:
+        before = os.environ.get(var)  # e.g. THREELC_TRANSPORT=ucx of the job's transport
         os.environ[var] = value
         try:
             hvd.init()
@@ -762,7 +763,10 @@ def case_bad_env():
                       f"expected THREELC_EINVAL for a malformed value: {message}")
         out(f"STAT bad_env {var}={value!r}: code {code}: {message}")
         check(not hvd.is_initialized(), f"is_initialized() after a failed init ({var})")
-        del os.environ[var]
+        if before is None:
+            del os.environ[var]
+        else:
+            os.environ[var] = before
     hvd.init()
     vals = [ints(r, (10,), -9, 9) for r in range(SIZE)]
     got = hvd.allreduce(vals[RANK].astype(np.int32), name="env/ok", op=hvd.Sum)

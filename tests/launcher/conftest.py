@@ -159,3 +159,21 @@ def sshd():
             yield server
         finally:
             server.stop()
+
+
+# The launcher's own behaviour (environment, output, signals, ssh) does not depend on the
+# transport: ctest's launcher_tests_ucx (THREELC_TRANSPORT=ucx, see tests/CMakeLists.txt) runs
+# only the jobs that move data, test_transport_jobs.py. test_launcher.py also checks that
+# THREELC_TRANSPORT is unset in a rank's environment unless --transport is given.
+LAUNCHER_ONLY = ("test_launcher.py", "test_ssh.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    transport = os.environ.get("THREELC_TRANSPORT", "tcp")
+    if transport == "tcp":
+        return
+    skip = pytest.mark.skip(reason=f"launcher-only test: run by launcher_tests (tcp), not "
+                                   f"under THREELC_TRANSPORT={transport}")
+    for item in items:
+        if item.fspath.basename in LAUNCHER_ONLY:
+            item.add_marker(skip)

@@ -87,14 +87,18 @@ inline std::string log_path(const std::string& prefix, int rank) {
 }
 
 // Starts `path` with this process's environment less anything a launcher set (THREELC_*,
-// OMPI_*, SLURM_*, RANK) plus `vars`, stdout and stderr going to `log`. Returns its pid (-1,
-// and a test failure, when it cannot be started).
+// OMPI_*, SLURM_*, RANK) plus `vars`, stdout and stderr going to `log`. THREELC_TRANSPORT is
+// the exception: it is kept unless `vars` sets it, so that ctest's <test>_ucx variants
+// (THREELC_TRANSPORT=ucx in the test's environment) run their jobs over UCX. Returns its pid
+// (-1, and a test failure, when it cannot be started).
 inline pid_t spawn_logged(const std::string& path, const Env& vars, const std::string& log) {
   std::vector<std::string> strings;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
-    if (entry.rfind("THREELC_", 0) == 0 || entry.rfind("OMPI_", 0) == 0 ||
-        entry.rfind("SLURM_", 0) == 0 || entry.rfind("RANK=", 0) == 0) {
+    const bool transport = entry.rfind("THREELC_TRANSPORT=", 0) == 0;
+    if (transport ? vars.count("THREELC_TRANSPORT") != 0
+                  : entry.rfind("THREELC_", 0) == 0 || entry.rfind("OMPI_", 0) == 0 ||
+                        entry.rfind("SLURM_", 0) == 0 || entry.rfind("RANK=", 0) == 0) {
       continue;
     }
     strings.push_back(entry);

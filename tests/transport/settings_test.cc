@@ -114,20 +114,43 @@ TEST_F(EnvironmentTest, ErrorsNameTheVariable) {
   setenv("THREELC_TIMEOUT", "-1", 1);
   EXPECT_NE(error_of([] { tt::options_from_environment(); }).find("THREELC_TIMEOUT='-1'"),
             std::string::npos);
+  setenv("THREELC_TIMEOUT", "2", 1);
+  setenv("THREELC_TRANSPORT", "pigeon", 1);
+  EXPECT_NE(error_of([] {
+              tt::options_from_environment();
+            }).find("THREELC_TRANSPORT='pigeon' is not tcp or ucx"),
+            std::string::npos);
+  setenv("THREELC_TRANSPORT", "ucx", 1);
+  EXPECT_EQ(tt::options_from_environment().transport, "ucx");
 }
 
-TEST(ConnectTest, RefusesEmptySecretAndUcx) {
+TEST(ConnectTest, RefusesEmptySecretAndUnknownTransports) {
   tt::Options options;
   options.size = 2;
   EXPECT_THROW(tt::connect(options), tt::Error);
   options.secret = "x";
+  options.transport = "verbs";
+  try {
+    tt::connect(options);
+    FAIL();
+  } catch (const tt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("THREELC_TRANSPORT='verbs' is not tcp or ucx"),
+              std::string::npos)
+        << e.what();
+  }
+#ifndef THREELC_HAVE_UCX
+  // A build without UCX says so, and why, rather than trying.
   options.transport = "ucx";
   try {
     tt::connect(options);
     FAIL();
   } catch (const tt::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("UCX"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("this build of threelc has no UCX transport: UCX "
+                                         "(libucx-dev) was not found when it was configured"),
+              std::string::npos)
+        << e.what();
   }
+#endif
 }
 
 TEST(FrameTest, RoundTripAndLimits) {

@@ -5,7 +5,10 @@
 // to stderr), 2 content mismatch.
 //
 // THREELC_PROBE_MODE (test only): "check" (default); "kill" (2 ranks: rank 1 streams 64 MiB
-// messages to rank 0 and SIGKILLs itself mid-stream; rank 0 receives until the error).
+// messages to rank 0 and SIGKILLs itself mid-stream; rank 0 receives until the error);
+// "truncate" (2 ranks: rank 1 sends rank 0 messages longer than its receives, one that arrives
+// before the receive is posted and one after; rank 0 prints each error as "truncated: ..." and
+// then checks that the pair still carries a message).
 // THREELC_PROBE_DELAY_MS: sleep before joining; THREELC_PROBE_LINGER_MS: sleep before exiting.
 #include <signal.h>
 #include <unistd.h>
@@ -172,6 +175,43 @@ int kill_mode(tt::Context& ctx) {
   for (;;) ctx.pair(1).recv(1, buffer).wait();
 }
 
+int truncate_mode(tt::Context& ctx) {
+  // Tag 3: 5000 bytes, sent before rank 0 posts its receive; tag 4: 3 MiB, posted first.
+  std::vector<std::byte> small(1000);
+  std::byte token[1]{};
+  if (ctx.rank() == 1) {
+    auto early = message(1, 0, 3, 5000);
+    auto late = message(1, 0, 4, 3 << 20);
+    auto after = message(1, 0, 5, 300);
+    ctx.pair(0).send(3, early).wait();
+    ctx.control(0).recv(8, token).wait();  // rank 0 posted tag 4's receive
+    ctx.pair(0).send(4, late).wait();
+    ctx.pair(0).send(5, after).wait();
+    ctx.control(0).recv(9, token).wait();
+    return 0;
+  }
+  int status = 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (const uint32_t tag : {3u, 4u}) {
+    auto request = ctx.pair(1).recv(tag, small);
+    if (tag == 4) ctx.control(1).send(8, token).wait();
+    try {
+      request.wait();
+      std::fprintf(stderr, "transport_probe rank 0: tag %u: no error\n", tag);
+      status = 2;
+    } catch (const tt::Error& e) {
+      std::printf("truncated: peer %d: %s\n", e.peer(), e.what());
+    }
+  }
+  std::vector<std::byte> after(300);
+  if (ctx.pair(1).recv(5, after).wait() != after.size() ||
+      !verify(after, after.size(), 1, 0, 5, "message after the truncated ones")) {
+    status = 2;
+  }
+  ctx.control(1).send(9, token).wait();
+  return status;
+}
+
 }  // namespace
 
 int main() {
@@ -185,6 +225,11 @@ int main() {
     auto ctx = tt::connect(options);
     const char* mode = std::getenv("THREELC_PROBE_MODE");
     if (mode != nullptr && std::strcmp(mode, "kill") == 0) return kill_mode(*ctx);
+    if (mode != nullptr && std::strcmp(mode, "truncate") == 0) {
+      const int status = truncate_mode(*ctx);
+      std::fflush(stdout);
+      return status;
+    }
     const int status = check(*ctx);
     if (status == 0) std::printf("transport_probe rank %d of %d: ok\n", rank, ctx->size());
     std::fflush(stdout);

@@ -1,5 +1,7 @@
-// Multi-process tests of the TCP transport: real transport_probe processes on 127.0.0.1 with
-// the environment threelcrun would give them, plus hostile raw TCP clients.
+// Multi-process tests of the transports: real transport_probe processes on 127.0.0.1 with the
+// environment threelcrun would give them, plus hostile raw TCP clients. The TransportTest cases
+// run once per transport (THREELC_TRANSPORT=tcp, and ucx when the build has it); the
+// UcxTransportTest cases are about UCX's own behaviour (its transports, unreachable peers).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -34,15 +36,17 @@ struct Process {
   bool exited = false;
 };
 
-// A job of transport_probe ranks whose ranks the test starts one by one, each with its own
-// environment overrides.
+// A job of transport_probe ranks over `transport` whose ranks the test starts one by one, each
+// with its own environment overrides.
 class Job {
  public:
-  Job(int size, const std::string& name) : size_(size), port_(ts::free_port()), name_(name) {}
+  Job(int size, const std::string& name, const std::string& transport)
+      : size_(size), port_(ts::free_port()), name_(name), transport_(transport) {}
 
   Env env(int rank) const {
     Env vars = ts::rank_environment(rank, size_, port_, "s3cret-" + name_);
     vars["THREELC_TIMEOUT"] = "10";
+    vars["THREELC_TRANSPORT"] = transport_;
     return vars;
   }
 
@@ -71,6 +75,16 @@ class Job {
     return !hung;
   }
 
+  // Waits for one rank (reaping it: a dead rank left a zombie still looks alive to UCX's
+  // keepalive on shared memory, which checks that the peer's process exists).
+  void wait_rank(int rank, std::chrono::seconds limit) {
+    auto& process = processes_.at(rank);
+    if (process.exited) return;
+    process.status = ts::wait_until(process.pid, Clock::now() + limit);
+    process.exited = true;
+    if (process.status == -1) ADD_FAILURE() << "rank " << rank << " hung:\n" << output(rank);
+  }
+
   int exit_code(int rank) { return ts::exit_code(processes_.at(rank).status); }
   std::string output(int rank) { return ts::read_file(processes_.at(rank).log); }
   uint16_t port() const { return port_; }
@@ -88,6 +102,7 @@ class Job {
   int size_;
   uint16_t port_;
   std::string name_;
+  std::string transport_;
   std::map<int, Process> processes_;
 };
 
@@ -172,17 +187,37 @@ bool attack(uint16_t port, const std::string& kind, std::chrono::milliseconds li
   return dropped;
 }
 
-TEST(TransportTest, JobsOfOneToFiveRanksExchangeEverything) {
+// The transports every TransportTest case runs over.
+std::vector<std::string> transports() {
+#ifdef THREELC_HAVE_UCX
+  return {"tcp", "ucx"};
+#else
+  return {"tcp"};
+#endif
+}
+
+class TransportTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  const std::string& transport() const { return GetParam(); }
+  bool ucx() const { return GetParam() == "ucx"; }
+};
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::ValuesIn(transports()),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           return param.param;
+                         });
+
+TEST_P(TransportTest, JobsOfOneToFiveRanksExchangeEverything) {
   for (int size = 1; size <= 5; ++size) {
-    Job job(size, "ok" + std::to_string(size));
+    Job job(size, "ok" + std::to_string(size), transport());
     for (int rank = 0; rank < size; ++rank) job.spawn(rank);
     ASSERT_TRUE(job.wait_all(std::chrono::seconds(30)));
     expect_all_ok(job, size);
   }
 }
 
-TEST(TransportTest, WrongSecretIsRefusedAndNamed) {
-  Job job(3, "secret");
+TEST_P(TransportTest, WrongSecretIsRefusedAndNamed) {
+  Job job(3, "secret", transport());
   const Env fast{{"THREELC_START_TIMEOUT", "3"}};
   job.spawn(0, fast);
   job.spawn(1, fast);
@@ -201,8 +236,8 @@ TEST(TransportTest, WrongSecretIsRefusedAndNamed) {
   EXPECT_NE(job.output(1).find("rank 2 of 3 never connected"), std::string::npos) << job.output(1);
 }
 
-TEST(TransportTest, RankThatNeverStartsIsNamed) {
-  Job job(3, "absent");
+TEST_P(TransportTest, RankThatNeverStartsIsNamed) {
+  Job job(3, "absent", transport());
   const Env fast{{"THREELC_START_TIMEOUT", "3"}};
   const auto start = Clock::now();
   job.spawn(0, fast);
@@ -218,9 +253,10 @@ TEST(TransportTest, RankThatNeverStartsIsNamed) {
   }
 }
 
-TEST(TransportTest, HostileClientsAreDroppedWithoutDisturbingTheJob) {
-  Job job(3, "hostile");
+TEST_P(TransportTest, HostileClientsAreDroppedWithoutDisturbingTheJob) {
+  Job job(3, "hostile", transport());
   // Rank 2 starts late so that rank 1's data listener waits (and can be attacked) meanwhile.
+  // Over UCX there is no data listener (the data goes over UCX): only the coordinator is.
   // Ranks linger 4 s after their checks so that the slow attackers meet the 2 s handshake
   // timeout (THREELC_TIMEOUT), not the process's exit.
   const Env env{{"THREELC_TIMEOUT", "2"},
@@ -231,7 +267,7 @@ TEST(TransportTest, HostileClientsAreDroppedWithoutDisturbingTheJob) {
   // Rank 1 logs its data listener.
   uint16_t data_port = 0;
   for (auto deadline = Clock::now() + std::chrono::seconds(10);
-       !data_port && Clock::now() < deadline;
+       !ucx() && !data_port && Clock::now() < deadline;
        std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
     const std::string log = job.output(1);
     const auto at = log.find("data listener on 127.0.0.1:");
@@ -239,11 +275,15 @@ TEST(TransportTest, HostileClientsAreDroppedWithoutDisturbingTheJob) {
       data_port = static_cast<uint16_t>(std::stoi(log.substr(at + 27)));
     }
   }
-  ASSERT_NE(data_port, 0) << job.output(1);
+  if (!ucx()) {
+    ASSERT_NE(data_port, 0) << job.output(1);
+  }
   std::vector<std::thread> attackers;
   std::map<std::string, bool> dropped;
   std::mutex mutex;
-  for (const std::string target : {"coordinator", "data"}) {
+  const std::vector<std::string> targets = ucx() ? std::vector<std::string>{"coordinator"}
+                                                 : std::vector<std::string>{"coordinator", "data"};
+  for (const std::string& target : targets) {
     for (const std::string kind : {"garbage", "truncated", "oversized", "dribble"}) {
       attackers.emplace_back([&, target, kind] {
         const bool result = attack(target == "coordinator" ? job.port() : data_port, kind,
@@ -264,9 +304,11 @@ TEST(TransportTest, HostileClientsAreDroppedWithoutDisturbingTheJob) {
   for (const auto& [name, result] : dropped) EXPECT_TRUE(result) << name << " was not dropped";
   EXPECT_NE(job.output(0).find("dropped connection from 127.0.0.1:"), std::string::npos)
       << job.output(0);
-  EXPECT_NE(job.output(1).find("dropped connection from 127.0.0.1:"), std::string::npos)
-      << job.output(1);
-  for (int rank = 0; rank < 2; ++rank) {
+  if (!ucx()) {
+    EXPECT_NE(job.output(1).find("dropped connection from 127.0.0.1:"), std::string::npos)
+        << job.output(1);
+  }
+  for (int rank = 0; rank < (ucx() ? 1 : 2); ++rank) {
     const std::string log = job.output(rank);
     EXPECT_NE(log.find("handshake timed out after 2 s"), std::string::npos) << log;
     EXPECT_NE(log.find("bad frame magic"), std::string::npos) << log;
@@ -274,16 +316,111 @@ TEST(TransportTest, HostileClientsAreDroppedWithoutDisturbingTheJob) {
   }
 }
 
-TEST(TransportTest, PeerKilledMidTransferIsNamed) {
-  Job job(2, "kill");
-  const Env env{{"THREELC_PROBE_MODE", "kill"}, {"THREELC_TIMEOUT", "5"}};
+// Kills rank 1 of a 2-rank job mid-stream (probe mode "kill") with `env` added; checks that
+// rank 0's receive fails naming rank 1 within THREELC_TIMEOUT (5 s) and returns its output.
+std::string expect_kill_named(const std::string& transport, const std::string& name,
+                              const Env& extra) {
+  Job job(2, name, transport);
+  Env env{{"THREELC_PROBE_MODE", "kill"}, {"THREELC_TIMEOUT", "5"}};
+  for (const auto& [k, v] : extra) env[k] = v;
   job.spawn(0, env);
   job.spawn(1, env);
   const auto start = Clock::now();
-  ASSERT_TRUE(job.wait_all(std::chrono::seconds(20)));
+  job.wait_rank(1, std::chrono::seconds(10));
+  EXPECT_TRUE(job.wait_all(std::chrono::seconds(20)));
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(12));
   EXPECT_EQ(job.exit_code(0), 1) << job.output(0);
+  EXPECT_NE(job.output(0).find("ERROR (peer 1)"), std::string::npos) << job.output(0);
   EXPECT_NE(job.output(0).find("rank 1"), std::string::npos) << job.output(0);
+  return job.output(0);
 }
+
+TEST_P(TransportTest, PeerKilledMidTransferIsNamed) { expect_kill_named(transport(), "kill", {}); }
+
+TEST_P(TransportTest, LongerMessageFailsOnlyItsReceiveNamingPeerTagAndSizes) {
+  Job job(2, "truncate", transport());
+  const Env env{{"THREELC_PROBE_MODE", "truncate"}};
+  job.spawn(0, env);
+  job.spawn(1, env);
+  ASSERT_TRUE(job.wait_all(std::chrono::seconds(30)));
+  expect_all_ok(job, 2);
+  const auto lines = ts::lines_starting(job.output(0), "truncated: ");
+  ASSERT_EQ(lines.size(), 2u) << job.output(0);
+  // Arrived before its receive (staged / UCX's unexpected queue), then after (straight in).
+  EXPECT_NE(lines[0].find("peer 1: threelc rank 0: message of 5000 bytes from rank 1 does not "
+                          "fit the receive buffer of 1000 bytes (receive with tag 3 from rank 1)"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find("message of 3145728 bytes from rank 1 does not fit the receive buffer "
+                          "of 1000 bytes (receive with tag 4 from rank 1)"),
+            std::string::npos)
+      << lines[1];
+}
+
+#ifdef THREELC_HAVE_UCX
+
+// UCX's own behaviour: which of its transports carry the data, and how their failures read.
+class UcxTransportTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  // UCX_TLS for the job: "" leaves UCX's default (shared memory between local ranks).
+  Env tls() const { return GetParam().empty() ? Env{} : Env{{"UCX_TLS", GetParam()}}; }
+  std::string label() const { return GetParam().empty() ? "default" : GetParam(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Tls, UcxTransportTest, ::testing::Values("", "tcp"),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           return param.param.empty() ? std::string("shm") : param.param;
+                         });
+
+TEST_P(UcxTransportTest, JobRunsOverTheSelectedTransports) {
+  Job job(3, "tls_" + label(), "ucx");
+  Env env = tls();
+  env["THREELC_TRANSPORT_DEBUG"] = "1";
+  for (int rank = 0; rank < 3; ++rank) job.spawn(rank, env);
+  ASSERT_TRUE(job.wait_all(std::chrono::seconds(30)));
+  expect_all_ok(job, 3);
+  for (int rank = 0; rank < 3; ++rank) {
+    // THREELC_TRANSPORT_DEBUG prints each endpoint's lanes (ucp_ep_print_info).
+    const std::string log = job.output(rank);
+    EXPECT_NE(log.find("UCX data channels to 2 ranks"), std::string::npos) << log;
+    if (GetParam().empty()) {
+      // Shared memory, although every endpoint asks for peer-failure handling.
+      EXPECT_TRUE(log.find("sysv/") != std::string::npos || log.find("posix/") != std::string::npos)
+          << log;
+      EXPECT_EQ(log.find("tcp/"), std::string::npos) << log;
+    } else {
+      EXPECT_NE(log.find("tcp/"), std::string::npos) << log;
+      EXPECT_EQ(log.find("sysv/"), std::string::npos) << log;
+    }
+  }
+}
+
+TEST_P(UcxTransportTest, PeerKilledMidTransferIsNamed) {
+  const std::string log = expect_kill_named("ucx", "ucx_kill_" + label(), tls());
+  // UCX finds it before THREELC_TIMEOUT (5 s) does: its keepalive (1 s rounds) on shared
+  // memory, the socket over tcp.
+  EXPECT_NE(log.find("ERROR (peer 1): threelc rank 0: connection to rank 1 failed: UCX reports"),
+            std::string::npos)
+      << log;
+}
+
+TEST(UcxUnreachableTest, PeerWithNoTransportInCommonIsNamed) {
+  // No UCX transport in common: rank 0 has only tcp, rank 1 only shared memory.
+  Job job(2, "unreachable", "ucx");
+  job.spawn(0, {{"UCX_TLS", "tcp"}});
+  job.spawn(1, {{"UCX_TLS", "sm"}});
+  ASSERT_TRUE(job.wait_all(std::chrono::seconds(30)));
+  for (int rank = 0; rank < 2; ++rank) {
+    const int peer = 1 - rank;
+    EXPECT_EQ(job.exit_code(rank), 1) << job.output(rank);
+    EXPECT_NE(job.output(rank).find("ERROR (peer " + std::to_string(peer) + "): threelc rank " +
+                                    std::to_string(rank) + ": cannot reach rank " +
+                                    std::to_string(peer) + " over UCX"),
+              std::string::npos)
+        << job.output(rank);
+  }
+}
+
+#endif  // THREELC_HAVE_UCX
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The single table of environment variables the transport reads, and options_from_environment()
-// over it. Nothing else in transport/ calls getenv().
+// over it, and ucx_variable() for UCX's own variables. Nothing else in transport/ calls
+// getenv().
 #include "settings.h"
 
 #include <cerrno>
@@ -27,7 +28,7 @@ constexpr Setting kSettings[] = {
     {"THREELC_IFACE", "",
      "interface name (eth0) or address the data listener binds to; default: the local address "
      "of the connection to the coordinator"},
-    {"THREELC_TRANSPORT", "tcp", "tcp (ucx is not built yet)"},
+    {"THREELC_TRANSPORT", "tcp", "tcp, or ucx (data channels over UCX)"},
     {"THREELC_START_TIMEOUT", "60", "seconds the rendezvous may take (fractional allowed)"},
     {"THREELC_TIMEOUT", "30", "seconds any other wait (a send, a receive) may take"},
     {"THREELC_MAX_MESSAGE_BYTES", "2147483648", "hard limit on one message's length"},
@@ -187,6 +188,9 @@ Options options_from_environment() {
   options.secret = detail::value_or_default("THREELC_SECRET");
   options.listen_host = detail::value_or_default("THREELC_IFACE");
   options.transport = detail::value_or_default("THREELC_TRANSPORT");
+  if (options.transport != "tcp" && options.transport != "ucx") {
+    detail::malformed("THREELC_TRANSPORT", options.transport, "tcp or ucx");
+  }
   options.start_timeout = detail::seconds_setting("THREELC_START_TIMEOUT");
   options.timeout = detail::seconds_setting("THREELC_TIMEOUT");
   options.max_message_bytes = static_cast<size_t>(
@@ -195,5 +199,14 @@ Options options_from_environment() {
   options.debug = detail::integer_setting("THREELC_TRANSPORT_DEBUG", 0, 1) != 0;
   return options;
 }
+
+namespace detail {
+
+std::string ucx_variable(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+}  // namespace detail
 
 }  // namespace threelc::transport

@@ -11,8 +11,9 @@
 
 namespace threelc::transport::detail {
 
-TcpContext::TcpContext(const Options& options)
+TcpContext::TcpContext(const Options& options, bool data_channels)
     : options_(options),
+      data_channels_(data_channels),
       handshake_timeout_(
           std::min({options.timeout, options.start_timeout, std::chrono::milliseconds(10'000)})),
       work_(asio::make_work_guard(io_)),
@@ -60,6 +61,12 @@ void TcpContext::run_rendezvous() {
 }
 
 Pair& TcpContext::pair(int peer) {
+  if (!data_channels_) {
+    throw Error(peer, prefix() +
+                          "this TCP context carries control channels only (the bootstrap "
+                          "of another transport); no data channel to rank " +
+                          std::to_string(peer));
+  }
   check_peer(peer, "pair");
   return *pairs_[static_cast<size_t>(peer)];
 }
@@ -248,8 +255,8 @@ void TcpContext::open_data_listener(const std::string& host) {
   asio::co_spawn(io_, accept_loop(data_acceptor_, kKindData), asio::detached);
 }
 
-std::unique_ptr<Context> connect_tcp(const Options& options) {
-  auto context = std::make_unique<TcpContext>(options);
+std::unique_ptr<Context> connect_tcp(const Options& options, TcpChannels channels) {
+  auto context = std::make_unique<TcpContext>(options, channels == TcpChannels::kAll);
   context->run_rendezvous();
   return context;
 }

@@ -23,7 +23,8 @@ namespace threelc::transport::detail {
 
 class TcpContext final : public Context {
  public:
-  explicit TcpContext(const Options& options);
+  // `data_channels`: false opens no data listener and no data channels (TcpChannels).
+  TcpContext(const Options& options, bool data_channels);
   ~TcpContext() override;
 
   // Runs the rendezvous on the I/O thread and waits for it; throws Error.
@@ -82,6 +83,7 @@ class TcpContext final : public Context {
   asio::awaitable<bool> wait_until(Clock::time_point deadline, const std::function<bool()>& done);
 
   const Options options_;
+  const bool data_channels_;
   const std::chrono::milliseconds handshake_timeout_;
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;

@@ -47,7 +47,13 @@ asio::awaitable<void> TcpContext::rendezvous() {
                     "ranks");
     }
     if (options_.debug) log("coordinator listening on " + coordinator_text());
-    open_data_listener(resolve_listen_host(options_, endpoint.address().to_string()));
+    // Without data channels THREELC_IFACE is still checked, and its address still travels.
+    const std::string data_host = resolve_listen_host(options_, endpoint.address().to_string());
+    if (data_channels_) {
+      open_data_listener(data_host);
+    } else {
+      data_host_ = data_host;
+    }
     table[0] = {data_host_, data_port_};
     asio::co_spawn(io_, accept_loop(control_acceptor_, kKindControl), asio::detached);
 
@@ -95,12 +101,17 @@ asio::awaitable<void> TcpContext::rendezvous() {
     for (;;) {
       socket = co_await connect_with_retry(options_.coordinator_host, options_.coordinator_port,
                                            deadline, 0, who);
-      if (!data_acceptor_.is_open()) {
+      if (data_host_.empty()) {
         // Default data address: the one this host uses to reach the coordinator.
         error_code ec;
         const auto local = socket->local_endpoint(ec);
-        open_data_listener(resolve_listen_host(
-            options_, ec ? std::string("127.0.0.1") : local.address().to_string()));
+        const std::string data_host = resolve_listen_host(
+            options_, ec ? std::string("127.0.0.1") : local.address().to_string());
+        if (data_channels_) {
+          open_data_listener(data_host);
+        } else {
+          data_host_ = data_host;
+        }
       }
       auto pending = watch(socket);
       try {
@@ -141,6 +152,13 @@ asio::awaitable<void> TcpContext::rendezvous() {
   }
 
   // Data channels: every rank connects to the ranks above it and accepts from those below.
+  // Without them (TcpChannels::kControlOnly) the table's ports are 0.
+  if (!data_channels_) {
+    for (auto& pair : control_) {
+      if (pair) pair->start();
+    }
+    co_return;
+  }
   const auto data_deadline = Clock::now() + options_.start_timeout;
   for (int peer = rank() + 1; peer < size(); ++peer) {
     asio::co_spawn(io_, connect_data(peer, table[static_cast<size_t>(peer)], data_deadline),

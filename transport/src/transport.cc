@@ -5,6 +5,9 @@
 
 #include "request.h"
 #include "tcp.h"
+#ifdef THREELC_HAVE_UCX
+#include "ucx.h"
+#endif
 
 namespace threelc::transport {
 
@@ -50,7 +53,14 @@ std::unique_ptr<Context> connect(const Options& options) {
   }
   if (options.transport == "tcp") return detail::connect_tcp(options);
   if (options.transport == "ucx") {
-    throw Error(-1, who + "THREELC_TRANSPORT=ucx: the UCX transport is not built yet; use tcp");
+#ifdef THREELC_HAVE_UCX
+    return detail::connect_ucx(options);
+#else
+    throw Error(-1, who +
+                        "THREELC_TRANSPORT=ucx: this build of threelc has no UCX transport: UCX "
+                        "(libucx-dev) was not found when it was configured; install it "
+                        "(tools/setup.sh does) and rebuild, or use THREELC_TRANSPORT=tcp");
+#endif
   }
   throw Error(-1, who + "THREELC_TRANSPORT='" + options.transport + "' is not tcp or ucx");
 }

@@ -42,10 +42,6 @@ Engine::Engine(HandleTable& handles)
       log_(settings_.log_level, transport_options_.rank),
       stats_(transport_options_.size),
       handles_(handles) {
-  if (transport_options_.transport != "tcp") {
-    throw EngineError(THREELC_EINVAL, "THREELC_TRANSPORT='" + transport_options_.transport +
-                                          "' is not accepted: only tcp is built so far");
-  }
   try {
     context_ = transport::connect(transport_options_);
     identity_ = exchange_identity(*context_, transport_options_, host_name(settings_));

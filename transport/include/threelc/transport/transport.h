@@ -1,6 +1,7 @@
 // The transport: rendezvous through the coordinator (rank 0), an authenticated control channel
-// between every rank and the coordinator, and authenticated data channels between every pair
-// of ranks. It knows nothing of tensors or codecs: it moves tagged byte messages.
+// between every rank and the coordinator, and data channels between every pair of ranks
+// (authenticated TCP connections, or UCX endpoints with THREELC_TRANSPORT=ucx, which UCX does
+// not authenticate). It knows nothing of tensors or codecs: it moves tagged byte messages.
 //
 // Error model: failures throw threelc::transport::Error, whose message names the peer rank and
 // what happened (refused, closed, timed out, malformed frame, wrong secret); no wait is
@@ -100,7 +101,8 @@ class Context {
 
 // Joins the job: authenticates to the coordinator, exchanges addresses, connects every pair.
 // Throws Error naming the rank that never arrived within start_timeout, or failed to
-// authenticate. Selects the implementation by options.transport ("tcp").
+// authenticate. Selects the implementation by options.transport: "tcp", or "ucx" (data channels
+// over UCX, rendezvous and control over TCP; an Error when the build has no UCX).
 std::unique_ptr<Context> connect(const Options& options);
 
 }  // namespace threelc::transport

@@ -1,0 +1,258 @@
+// UcxPair's data path: tagged sends and receives posted on the progress thread, their
+// completions, the endpoint's error callback and its close (see ucx_pair.h).
+#include "ucx_pair.h"
+
+#include <cstdio>
+#include <vector>
+
+namespace threelc::transport::detail {
+
+namespace {
+
+// Every bit of the tag counts: the sender's rank and the caller's tag.
+constexpr uint64_t kFullMask = ~uint64_t{0};
+// What a zero-length message points at (UCX is given a valid address even for 0 bytes).
+std::byte empty_message[1];
+
+}  // namespace
+
+UcxPair::UcxPair(UcxWorker& worker, int self, int peer, const Options& options)
+    : worker_(worker),
+      self_(self),
+      peer_(peer),
+      max_bytes_(options.max_message_bytes),
+      timeout_(options.timeout),
+      name_("rank " + std::to_string(peer)) {}
+
+UcxPair::~UcxPair() = default;
+
+Request UcxPair::send(uint32_t tag, std::span<const std::byte> bytes) {
+  auto state = make_state("send of " + std::to_string(bytes.size()) + " bytes with tag " +
+                          std::to_string(tag) + " to " + name_);
+  if (bytes.size() > max_bytes_) {
+    state->fail(prefix() + state->what +
+                " exceeds THREELC_MAX_MESSAGE_BYTES=" + std::to_string(max_bytes_));
+    return Request(state);
+  }
+  worker_.post([self = shared_from_this(), tag, bytes, state] {
+    auto op = std::make_unique<Op>(Op{self.get(), state});
+    op->tag = tag;
+    op->bytes = bytes.size();
+    self->post_send(std::move(op), bytes);
+  });
+  return Request(state);
+}
+
+Request UcxPair::recv(uint32_t tag, std::span<std::byte> into) {
+  auto state = make_state("receive with tag " + std::to_string(tag) + " from " + name_);
+  worker_.post([self = shared_from_this(), tag, into, state] {
+    auto op = std::make_unique<Op>(Op{self.get(), state});
+    op->receive = true;
+    op->tag = tag;
+    op->capacity = into.size();
+    self->post_recv(std::move(op), into);
+  });
+  return Request(state);
+}
+
+std::string UcxPair::open(std::span<const std::byte> address) {
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params.err_handler.cb = &UcxPair::on_endpoint_error;
+  params.err_handler.arg = this;
+  const ucs_status_t status = ucp_ep_create(worker_.handle(), &params, &ep_);
+  if (status == UCS_OK) {
+    auto goodbye = std::make_unique<Op>(
+        Op{this, std::make_shared<RequestState>(peer_, "goodbye from " + name_, timeout_)});
+    goodbye->receive = true;
+    goodbye->goodbye = true;
+    start_recv(std::move(goodbye), {}, goodbye_tag(peer_));
+    return {};
+  }
+  ep_ = nullptr;
+  failed_ = prefix() + "cannot reach " + name_ +
+            " over UCX (ucp_ep_create: " + ucx_status_text(status) +
+            "; UCX_TLS selects the transports)";
+  return failed_;
+}
+
+void UcxPair::fail(const std::string& message) {
+  if (!failed_.empty()) return;
+  fail_requests(message);
+  // Not from inside UCX's error callback: on the next turn of the progress loop.
+  worker_.post([self = shared_from_this()] { self->close_endpoint(/*force=*/true); });
+}
+
+void UcxPair::close(const std::string& message) {
+  const bool broken = !failed_.empty();
+  if (!broken) {
+    send_goodbye();
+    fail_requests(message);
+  }
+  close_endpoint(/*force=*/broken);
+}
+
+void UcxPair::send_goodbye() {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
+  param.cb.send = &UcxPair::on_goodbye_sent;
+  ucs_status_ptr_t request = ucp_tag_send_nbx(ep_, empty_message, 0, goodbye_tag(self_), &param);
+  (void)request;  // done at once, failed (the peer is gone), or freed by on_goodbye_sent
+}
+
+void UcxPair::fail_requests(const std::string& message) {
+  failed_ = message;
+  // Canceling a receive completes it at once (its callback runs here), so UCX no longer writes
+  // into the caller's buffer once the request reports the failure.
+  std::vector<Op*> ops;
+  ops.reserve(in_flight_.size());
+  for (auto& [op, owned] : in_flight_) ops.push_back(op);
+  for (Op* op : ops) {
+    if (op->receive && in_flight_.count(op)) ucp_request_cancel(worker_.handle(), op->request);
+  }
+  // Sends end when the endpoint is closed (a forced close completes them with
+  // UCS_ERR_CANCELED); their requests fail now, and the late completions find them done.
+  for (auto& [op, owned] : in_flight_) op->state->fail(message);
+}
+
+void UcxPair::print_info() const {
+  if (ep_ == nullptr) return;
+  std::fprintf(stderr, "threelc: rank %d: UCX endpoint to rank %d:\n", self_, peer_);
+  ucp_ep_print_info(ep_, stderr);
+}
+
+void UcxPair::close_from_any_thread(const std::string& message) {
+  worker_.post([self = shared_from_this(), message] { self->fail(message); });
+}
+
+std::shared_ptr<RequestState> UcxPair::make_state(std::string what) {
+  auto state = std::make_shared<RequestState>(peer_, std::move(what), timeout_);
+  std::weak_ptr<UcxPair> weak = weak_from_this();
+  state->on_timeout = [weak](const std::string& message) {
+    if (auto self = weak.lock()) self->close_from_any_thread(message);
+  };
+  return state;
+}
+
+void UcxPair::post_send(std::unique_ptr<Op> owned, std::span<const std::byte> bytes) {
+  if (!failed_.empty()) return owned->state->fail(failed_);
+  Op* op = track(std::move(owned));
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.send = &UcxPair::on_send;
+  param.user_data = op;
+  const void* data = bytes.empty() ? empty_message : bytes.data();
+  started(op, ucp_tag_send_nbx(ep_, data, bytes.size(), ucx_tag(self_, op->tag), &param));
+}
+
+void UcxPair::post_recv(std::unique_ptr<Op> owned, std::span<std::byte> into) {
+  // After a failure, what arrived before it can still be received (as on TCP).
+  if (!failed_.empty() && !arrived(owned->tag)) return owned->state->fail(failed_);
+  const uint64_t tag = ucx_tag(peer_, owned->tag);
+  start_recv(std::move(owned), into, tag);
+}
+
+bool UcxPair::arrived(uint32_t tag) const {
+  ucp_tag_recv_info_t info{};
+  return ucp_tag_probe_nb(worker_.handle(), ucx_tag(peer_, tag), kFullMask, 0, &info) != nullptr;
+}
+
+void UcxPair::start_recv(std::unique_ptr<Op> owned, std::span<std::byte> into, uint64_t tag) {
+  Op* op = track(std::move(owned));
+  ucp_request_param_t param{};
+  // No immediate completion: UCX 1.13 leaves recv_info unset when a receive completes at once
+  // (openucx/ucx#9425, fixed in 1.16), so the length always comes through the callback.
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.cb.recv = &UcxPair::on_recv;
+  param.user_data = op;
+  void* data = into.empty() ? empty_message : into.data();
+  started(op, ucp_tag_recv_nbx(worker_.handle(), data, into.size(), tag, kFullMask, &param));
+}
+
+UcxPair::Op* UcxPair::track(std::unique_ptr<Op> owned) {
+  Op* op = owned.get();
+  in_flight_.emplace(op, std::move(owned));
+  return op;
+}
+
+void UcxPair::started(Op* op, ucs_status_ptr_t request) {
+  // The callback may have run already (it frees the request and forgets the op).
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) {
+    return finish(op, UCS_PTR_STATUS(request), op->bytes);  // (a no-op when already finished)
+  }
+  auto it = in_flight_.find(op);
+  if (it != in_flight_.end()) op->request = request;
+}
+
+void UcxPair::finish(Op* op, ucs_status_t status, size_t length) {
+  auto it = in_flight_.find(op);
+  if (it == in_flight_.end()) return;
+  const std::unique_ptr<Op> owned = std::move(it->second);
+  in_flight_.erase(it);
+  if (owned->goodbye) {
+    // Canceled: this side failed or shut down first. Received: the peer shut down.
+    if (status == UCS_OK) {
+      fail(prefix() + name_ + " closed the connection (its transport context was shut down)");
+    }
+    return;
+  }
+  RequestState& state = *owned->state;
+  if (status == UCS_OK) return state.complete(length);
+  if (status == UCS_ERR_MESSAGE_TRUNCATED) {
+    // The message is consumed (dropped), as on TCP; the pair goes on.
+    const std::string sent =
+        length > owned->capacity ? std::to_string(length) + " bytes" : "more bytes than that";
+    return state.fail(prefix() + "message of " + sent + " from " + name_ +
+                      " does not fit the receive buffer of " + std::to_string(owned->capacity) +
+                      " bytes (" + state.what + ")");
+  }
+  if (!failed_.empty()) return state.fail(failed_);
+  state.fail(prefix() + state.what + " failed: " + ucx_status_text(status));
+}
+
+void UcxPair::close_endpoint(bool force) {
+  if (ep_ == nullptr) return;
+  ucp_request_param_t param{};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  param.cb.send = &UcxPair::on_closed;
+  param.user_data = this;
+  ucs_status_ptr_t request = ucp_ep_close_nbx(ep_, &param);
+  ep_ = nullptr;
+  if (request != nullptr && !UCS_PTR_IS_ERR(request)) closing_ = request;
+}
+
+void UcxPair::on_send(void* request, ucs_status_t status, void* user_data) {
+  auto* op = static_cast<Op*>(user_data);
+  op->pair->finish(op, status, op->bytes);
+  ucp_request_free(request);
+}
+
+void UcxPair::on_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                      void* user_data) {
+  auto* op = static_cast<Op*>(user_data);
+  op->pair->finish(op, status, info != nullptr ? info->length : 0);
+  ucp_request_free(request);
+}
+
+void UcxPair::on_endpoint_error(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
+  auto* pair = static_cast<UcxPair*>(arg);
+  pair->fail(pair->prefix() + "connection to " + pair->name_ + " failed: UCX reports " +
+             ucx_status_text(status));
+}
+
+void UcxPair::on_goodbye_sent(void* request, ucs_status_t /*status*/, void* /*user_data*/) {
+  ucp_request_free(request);
+}
+
+void UcxPair::on_closed(void* request, ucs_status_t /*status*/, void* user_data) {
+  static_cast<UcxPair*>(user_data)->closing_ = nullptr;
+  ucp_request_free(request);
+}
+
+}  // namespace threelc::transport::detail

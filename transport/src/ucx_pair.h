@@ -1,0 +1,112 @@
+// UcxPair: the data channel to one peer over a UCX endpoint (tagged sends and receives, the
+// endpoint's failure, its close). send() / recv() / close_from_any_thread() post to the
+// worker's progress thread; everything else runs on it.
+//
+// Tags: the UCX tag of a message is (sender rank << 32) | caller's tag, and a receive matches
+// it with a full mask, so a pair only sees its peer's messages and messages of one tag from
+// one peer match in send order (UCX keeps an endpoint's messages in order, and the progress
+// thread posts them in the order the caller did). Bit 63 (never set by a rank < 2^31) marks
+// the pair's own goodbye: the empty message a rank sends each peer when its context shuts down,
+// after its last message. It plays TCP's end of file: the peer's pending receives fail at once
+// ("rank 2 closed the connection"), while what arrived before it can still be received.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+
+#include "request.h"
+#include "threelc/transport/transport.h"
+#include "ucx_worker.h"
+
+namespace threelc::transport::detail {
+
+class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> {
+ public:
+  UcxPair(UcxWorker& worker, int self, int peer, const Options& options);
+  ~UcxPair() override;
+
+  int peer() const override { return peer_; }
+  Request send(uint32_t tag, std::span<const std::byte> bytes) override;
+  Request recv(uint32_t tag, std::span<std::byte> into) override;
+
+  // --- progress thread only ---
+  // Creates the endpoint to the peer's worker address; returns an empty string or the error.
+  std::string open(std::span<const std::byte> address);
+  // Fails every request of the pair with `message` (receives are canceled first, so UCX no
+  // longer writes into their buffers) and force-closes the endpoint; later posts fail at once.
+  void fail(const std::string& message);
+  // Teardown: sends the goodbye, fails what is left (there should be nothing) and closes the
+  // endpoint after flushing it (so every message sent, goodbye included, has left); closed()
+  // says when that finished.
+  void close(const std::string& message);
+  bool closed() const { return ep_ == nullptr && closing_ == nullptr; }
+  // Writes UCX's view of the endpoint (its transports) to stderr (THREELC_TRANSPORT_DEBUG).
+  void print_info() const;
+
+  // Thread-safe fail() (Request::wait()'s timeout).
+  void close_from_any_thread(const std::string& message);
+
+ private:
+  // One send or receive UCX holds; its address is the callback's user data.
+  struct Op {
+    UcxPair* pair;
+    std::shared_ptr<RequestState> state;
+    void* request = nullptr;  // UCX's handle, once posted
+    bool receive = false;
+    bool goodbye = false;  // the receive of the peer's goodbye (no caller waits on it)
+    uint32_t tag = 0;
+    size_t capacity = 0;  // receive buffer bytes
+    size_t bytes = 0;     // send length
+  };
+
+  static void on_send(void* request, ucs_status_t status, void* user_data);
+  static void on_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                      void* user_data);
+  static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static void on_closed(void* request, ucs_status_t status, void* user_data);
+  static void on_goodbye_sent(void* request, ucs_status_t status, void* user_data);
+
+  std::shared_ptr<RequestState> make_state(std::string what);
+  std::string prefix() const { return "threelc rank " + std::to_string(self_) + ": "; }
+  static uint64_t ucx_tag(int sender, uint32_t tag) {
+    return (static_cast<uint64_t>(sender) << 32) | tag;
+  }
+  static uint64_t goodbye_tag(int sender) { return (uint64_t{1} << 63) | ucx_tag(sender, 0); }
+  // Marks the pair failed with `message`, cancels its receives and fails every request.
+  void fail_requests(const std::string& message);
+  void post_send(std::unique_ptr<Op> owned, std::span<const std::byte> bytes);
+  void post_recv(std::unique_ptr<Op> owned, std::span<std::byte> into);
+  void start_recv(std::unique_ptr<Op> owned, std::span<std::byte> into, uint64_t tag);
+  // Whether a message with `tag` from the peer waits in UCX's unexpected queue.
+  bool arrived(uint32_t tag) const;
+  void send_goodbye();
+  // Keeps `owned` in in_flight_ before UCX sees it (a callback may run inside the post).
+  Op* track(std::unique_ptr<Op> owned);
+  // What the post returned: done at once, failed, or a request the callback completes.
+  void started(Op* op, ucs_status_ptr_t request);
+  // Completes `op` (UCX's status, the message's length) and forgets it.
+  void finish(Op* op, ucs_status_t status, size_t length);
+  void close_endpoint(bool force);
+
+  UcxWorker& worker_;
+  const int self_;
+  const int peer_;
+  const uint64_t max_bytes_;
+  const std::chrono::milliseconds timeout_;
+  const std::string name_;
+
+  // Progress-thread state.
+  ucp_ep_h ep_ = nullptr;
+  void* closing_ = nullptr;  // the endpoint's close request while it runs
+  std::string failed_;       // non-empty once the pair failed or was closed
+  std::unordered_map<Op*, std::unique_ptr<Op>> in_flight_;
+};
+
+}  // namespace threelc::transport::detail
