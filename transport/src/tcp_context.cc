@@ -248,8 +248,9 @@ void TcpContext::open_data_listener(const std::string& host) {
   error_code ec;
   auto address = asio::ip::make_address(host, ec);
   if (ec) throw Error(-1, prefix() + "data listener address '" + host + "': " + ec.message());
-  open_listener(data_acceptor_, tcp::endpoint(address, 0), "data channels");
   data_host_ = address.to_string();
+  if (!data_channels_) return;  // control only: the address still travels, with port 0
+  open_listener(data_acceptor_, tcp::endpoint(address, 0), "data channels");
   data_port_ = data_acceptor_.local_endpoint().port();
   if (options_.debug) log("data listener on " + endpoint_text(data_acceptor_.local_endpoint()));
   asio::co_spawn(io_, accept_loop(data_acceptor_, kKindData), asio::detached);

@@ -73,6 +73,8 @@ class TcpContext final : public Context {
                                                                    int peer,
                                                                    const std::string& who);
   void open_listener(tcp::acceptor& acceptor, const tcp::endpoint& endpoint, const char* what);
+  // Records the data address (THREELC_IFACE checked) and, unless the context carries control
+  // channels only, listens there (data_port_); otherwise data_port_ stays 0.
   void open_data_listener(const std::string& host);
 
   // --- the rendezvous (tcp_rendezvous.cc) ---

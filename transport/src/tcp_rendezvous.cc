@@ -47,13 +47,7 @@ asio::awaitable<void> TcpContext::rendezvous() {
                     "ranks");
     }
     if (options_.debug) log("coordinator listening on " + coordinator_text());
-    // Without data channels THREELC_IFACE is still checked, and its address still travels.
-    const std::string data_host = resolve_listen_host(options_, endpoint.address().to_string());
-    if (data_channels_) {
-      open_data_listener(data_host);
-    } else {
-      data_host_ = data_host;
-    }
+    open_data_listener(resolve_listen_host(options_, endpoint.address().to_string()));
     table[0] = {data_host_, data_port_};
     asio::co_spawn(io_, accept_loop(control_acceptor_, kKindControl), asio::detached);
 
@@ -105,13 +99,8 @@ asio::awaitable<void> TcpContext::rendezvous() {
         // Default data address: the one this host uses to reach the coordinator.
         error_code ec;
         const auto local = socket->local_endpoint(ec);
-        const std::string data_host = resolve_listen_host(
-            options_, ec ? std::string("127.0.0.1") : local.address().to_string());
-        if (data_channels_) {
-          open_data_listener(data_host);
-        } else {
-          data_host_ = data_host;
-        }
+        open_data_listener(resolve_listen_host(
+            options_, ec ? std::string("127.0.0.1") : local.address().to_string()));
       }
       auto pending = watch(socket);
       try {

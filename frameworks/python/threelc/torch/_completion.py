@@ -29,7 +29,7 @@ class _Pending(NamedTuple):
     finish: Callable[[], Any]  # the future's value, once every handle has finished
     future: torch.futures.Future
     deadline: Optional[float]  # time.monotonic() limit, or None
-    what: str                  # names the work in a timeout message
+    what: str                  # names the work if completing its future fails
 
 
 _queue: "queue.SimpleQueue[_Pending]" = queue.SimpleQueue()
@@ -40,8 +40,8 @@ _thread_lock = threading.Lock()
 def when_done(handles: Sequence["_engine.Handle"], finish: Callable[[], Any],
               timeout: Optional[float], what: str) -> torch.futures.Future:
     """A future completed with ``finish()`` once every handle has finished, or failed with
-    the first failure (a :class:`threelc.ThreelcError`; ETIMEOUT after `timeout` seconds,
-    naming `what`).
+    the first failure (a :class:`threelc.ThreelcError`; ETIMEOUT, naming the operation, after
+    `timeout` seconds from now).
 
     The failure is raised inside a ``then`` callback, so that it is a C++-level error of the
     returned future: DDP reads a hook's future from C++ (``value()``), which would not see an
@@ -79,11 +79,10 @@ def _run() -> None:
         item = _queue.get()
         try:
             for handle in item.handles:
-                left = None if item.deadline is None else item.deadline - time.monotonic()
-                if left is not None and left <= 0 and not handle.poll():
-                    raise _engine.ThreelcError(
-                        f"{item.what} still pending after its timeout", _engine.ETIMEOUT)
-                handle.wait(left)
+                # Past the deadline wait(0) still collects a finished handle, else raises
+                # ETIMEOUT naming the operation.
+                handle.wait(None if item.deadline is None
+                            else max(0.0, item.deadline - time.monotonic()))
             value = item.finish()
         except BaseException as error:  # noqa: BLE001 (handed to whoever waits on the future)
             _settle(item, _Failure(error))

@@ -118,17 +118,14 @@ def ddp_comm_hook(state: DDPHookState,
     stage = _tensors.HostStage(buffer)
     flat, dtype = _tensors.array_of(stage.host)
     handles = []
-    try:
-        for name, (offset, count) in zip(state.names_of(bucket), _layout(bucket, buffer)):
-            part = flat[offset:offset + count]
-            wire = (state._compressed if part.nbytes >= state.min_compress_bytes
-                    else _engine.Compression.none)
-            handles.append(_engine.allreduce(part, part, name=name, op=Average,
-                                             compression=wire, dtype=dtype))
-    except Exception:
-        # What was submitted still runs on every rank: let it finish into this buffer.
-        _completion.when_done(handles, lambda: None, None, f"DDP bucket {bucket.index()}")
-        raise
+    # If a submission raises, the handles already submitted are dropped: the engine binding
+    # keeps their buffers until those operations finish (engine.Handle).
+    for name, (offset, count) in zip(state.names_of(bucket), _layout(bucket, buffer)):
+        part = flat[offset:offset + count]
+        wire = (state._compressed if part.nbytes >= state.min_compress_bytes
+                else _engine.Compression.none)
+        handles.append(_engine.allreduce(part, part, name=name, op=Average,
+                                         compression=wire, dtype=dtype))
     return _completion.when_done(handles, stage.copy_back, state.timeout,
                                  f"DDP bucket {bucket.index()}")
 
