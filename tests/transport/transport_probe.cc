@@ -8,9 +8,12 @@
 // messages to rank 0 and SIGKILLs itself mid-stream; rank 0 receives until the error);
 // "truncate" (2 ranks: rank 1 sends rank 0 messages longer than its receives, one that arrives
 // before the receive is posted and one after; rank 0 prints each error as "truncated: ..." and
-// then checks that the pair still carries a message).
+// then checks that the pair still carries a message); "idle" (2 ranks: rank 0 posts a 16 MiB
+// receive from rank 1 and a 16 MiB send to it, which rank 1 matches only after 2 s; rank 0
+// prints "idle: waited W s, cpu C s", its process's CPU time over the wait).
 // THREELC_PROBE_DELAY_MS: sleep before joining; THREELC_PROBE_LINGER_MS: sleep before exiting.
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -212,6 +215,35 @@ int truncate_mode(tt::Context& ctx) {
   return status;
 }
 
+double process_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+int idle_mode(tt::Context& ctx) {
+  constexpr size_t kBytes = size_t{16} << 20;
+  const int peer = 1 - ctx.rank();
+  auto outgoing = message(ctx.rank(), peer, 2 - static_cast<uint32_t>(ctx.rank()), kBytes);
+  std::vector<std::byte> incoming(kBytes);
+  const uint32_t send_tag = ctx.rank() == 0 ? 2 : 1;
+  const uint32_t recv_tag = ctx.rank() == 0 ? 1 : 2;
+  if (ctx.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+  const auto started = std::chrono::steady_clock::now();
+  const double cpu_started = process_cpu_seconds();
+  auto received = ctx.pair(peer).recv(recv_tag, incoming);
+  auto sent = ctx.pair(peer).send(send_tag, outgoing);
+  sent.wait();
+  const size_t n = received.wait();
+  const double cpu = process_cpu_seconds() - cpu_started;
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (n != kBytes || !verify(incoming, n, peer, ctx.rank(), recv_tag, "idle-mode message"))
+    return 2;
+  if (ctx.rank() == 0) std::printf("idle: waited %.3f s, cpu %.3f s\n", waited, cpu);
+  return 0;
+}
+
 }  // namespace
 
 int main() {
@@ -225,6 +257,11 @@ int main() {
     auto ctx = tt::connect(options);
     const char* mode = std::getenv("THREELC_PROBE_MODE");
     if (mode != nullptr && std::strcmp(mode, "kill") == 0) return kill_mode(*ctx);
+    if (mode != nullptr && std::strcmp(mode, "idle") == 0) {
+      const int status = idle_mode(*ctx);
+      std::fflush(stdout);
+      return status;
+    }
     if (mode != nullptr && std::strcmp(mode, "truncate") == 0) {
       const int status = truncate_mode(*ctx);
       std::fflush(stdout);

@@ -4,6 +4,8 @@
 // UcxTransportTest cases are about UCX's own behaviour (its transports, unreachable peers).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -357,6 +359,24 @@ TEST_P(TransportTest, LongerMessageFailsOnlyItsReceiveNamingPeerTagAndSizes) {
       << lines[1];
 }
 
+TEST_P(TransportTest, WaitingForAPeerDoesNotSpinACore) {
+  // Rank 0 waits about 2 s for rank 1 with a receive and a 16 MiB send posted. A busy-spinning
+  // progress loop would burn about as much CPU time as it waited; a sleeping one, next to none.
+  Job job(2, "idle", transport());
+  const Env env{{"THREELC_PROBE_MODE", "idle"}};
+  job.spawn(0, env);
+  job.spawn(1, env);
+  ASSERT_TRUE(job.wait_all(std::chrono::seconds(30)));
+  expect_all_ok(job, 2);
+  const auto lines = ts::lines_starting(job.output(0), "idle: ");
+  ASSERT_EQ(lines.size(), 1u) << job.output(0);
+  double waited = 0, cpu = 0;
+  ASSERT_EQ(std::sscanf(lines[0].c_str(), "idle: waited %lf s, cpu %lf s", &waited, &cpu), 2)
+      << lines[0];
+  EXPECT_GE(waited, 1.5) << lines[0];
+  EXPECT_LT(cpu, 0.25 * waited) << lines[0];
+}
+
 #ifdef THREELC_HAVE_UCX
 
 // UCX's own behaviour: which of its transports carry the data, and how their failures read.
@@ -419,6 +439,62 @@ TEST(UcxUnreachableTest, PeerWithNoTransportInCommonIsNamed) {
               std::string::npos)
         << job.output(rank);
   }
+}
+
+// The lanes of a 2-rank UCX job over UCX_TLS=tcp with `env` added, as the debug log prints them
+// ("tcp/lo.0"): the rank-0 log, after checking that both ranks succeeded.
+std::string tcp_lanes_of_job(const std::string& name, Env env) {
+  Job job(2, name, "ucx");
+  env["UCX_TLS"] = "tcp";
+  env["THREELC_TRANSPORT_DEBUG"] = "1";
+  for (int rank = 0; rank < 2; ++rank) job.spawn(rank, env);
+  EXPECT_TRUE(job.wait_all(std::chrono::seconds(30)));
+  expect_all_ok(job, 2);
+  return job.output(0);
+}
+
+// An up interface with an IPv4 address other than loopback (eth0), and that address; empty
+// when the host has none.
+struct Interface {
+  std::string name;
+  std::string address;
+};
+Interface other_interface() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return {};
+  Interface found;
+  for (ifaddrs* it = list; it != nullptr && found.name.empty(); it = it->ifa_next) {
+    if (it->ifa_addr != nullptr && it->ifa_addr->sa_family == AF_INET &&
+        std::string(it->ifa_name) != "lo" && (it->ifa_flags & IFF_UP) != 0) {
+      char text[INET_ADDRSTRLEN];
+      const auto* in = reinterpret_cast<const sockaddr_in*>(it->ifa_addr);
+      if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) == nullptr) continue;
+      found = {it->ifa_name, text};
+    }
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+TEST(UcxNetDevicesTest, ThreelcIfaceSteersUcxNetworkTraffic) {
+  // Left alone, UCX puts ranks of one host on loopback; THREELC_IFACE moves them, whether it
+  // names the interface or its address.
+  const Interface other = other_interface();
+  if (other.name.empty()) GTEST_SKIP() << "this host has no interface besides lo";
+  for (const std::string& iface : {other.name, other.address}) {
+    const std::string log = tcp_lanes_of_job("iface", {{"THREELC_IFACE", iface}});
+    EXPECT_NE(log.find("tcp/" + other.name + "."), std::string::npos) << iface << ":\n" << log;
+    EXPECT_EQ(log.find("tcp/lo."), std::string::npos) << iface << ":\n" << log;
+  }
+}
+
+TEST(UcxNetDevicesTest, UsersUcxNetDevicesWinsOverThreelcIface) {
+  const Interface other = other_interface();
+  if (other.name.empty()) GTEST_SKIP() << "this host has no interface besides lo";
+  const std::string log =
+      tcp_lanes_of_job("iface_user", {{"THREELC_IFACE", other.name}, {"UCX_NET_DEVICES", "lo"}});
+  EXPECT_NE(log.find("tcp/lo."), std::string::npos) << log;
+  EXPECT_EQ(log.find("tcp/" + other.name + "."), std::string::npos) << log;
 }
 
 #endif  // THREELC_HAVE_UCX

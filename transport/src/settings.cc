@@ -26,8 +26,9 @@ constexpr Setting kSettings[] = {
      "torchrun's MASTER_ADDR/MASTER_PORT are set"},
     {"THREELC_SECRET", "", "job secret that authenticates every connection (required, size > 1)"},
     {"THREELC_IFACE", "",
-     "interface name (eth0) or address the data listener binds to; default: the local address "
-     "of the connection to the coordinator"},
+     "interface name (eth0) or address the data listener binds to, and with ucx UCX's network "
+     "device unless UCX_NET_DEVICES is set; default: the local address of the connection to "
+     "the coordinator"},
     {"THREELC_TRANSPORT", "tcp", "tcp, or ucx (data channels over UCX)"},
     {"THREELC_START_TIMEOUT", "60", "seconds the rendezvous may take (fractional allowed)"},
     {"THREELC_TIMEOUT", "30", "seconds any other wait (a send, a receive) may take"},

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "listen_address.h"
 #include "payload_bytes.h"
 #include "tcp.h"
 #include "ucx.h"
@@ -34,7 +35,11 @@ UcxContext::UcxContext(const Options& options, std::unique_ptr<Context> bootstra
     : options_(options),
       bootstrap_(std::move(bootstrap)),
       pairs_(static_cast<size_t>(options.size)) {
-  worker_ = std::make_unique<UcxWorker>(prefix(), options.size - 1);
+  UcxWorkerOptions worker_options{prefix(), options.size - 1, {}};
+  if (!options.listen_host.empty()) {
+    worker_options.interface = resolve_interface_name(options.listen_host);
+  }
+  worker_ = std::make_unique<UcxWorker>(worker_options);
 }
 
 UcxContext::~UcxContext() {

@@ -69,6 +69,7 @@ std::string UcxPair::open(std::span<const std::byte> address) {
         Op{this, std::make_shared<RequestState>(peer_, "goodbye from " + name_, timeout_)});
     goodbye->receive = true;
     goodbye->goodbye = true;
+    goodbye_ = goodbye.get();
     start_recv(std::move(goodbye), {}, goodbye_tag(peer_));
     return {};
   }
@@ -80,19 +81,24 @@ std::string UcxPair::open(std::span<const std::byte> address) {
 }
 
 void UcxPair::fail(const std::string& message) {
-  if (!failed_.empty()) return;
-  fail_requests(message);
+  if (failed_.empty()) {
+    fail_requests(message);
+  } else if (goodbye_ != nullptr) {
+    // Closing, and the peer's goodbye will not come now.
+    ucp_request_cancel(worker_.handle(), goodbye_->request);
+  } else {
+    return;  // failed or closed before
+  }
   // Not from inside UCX's error callback: on the next turn of the progress loop.
   worker_.post([self = shared_from_this()] { self->close_endpoint(/*force=*/true); });
 }
 
 void UcxPair::close(const std::string& message) {
-  const bool broken = !failed_.empty();
-  if (!broken) {
-    send_goodbye();
-    fail_requests(message);
-  }
-  close_endpoint(/*force=*/broken);
+  if (!failed_.empty()) return close_endpoint(/*force=*/true);  // broken, or the peer said goodbye
+  send_goodbye();
+  fail_requests(message, /*keep_goodbye=*/true);
+  // The endpoint closes once the peer's goodbye is in (finish()), so that no message of the
+  // peer's is left unmatched when the worker goes.
 }
 
 void UcxPair::send_goodbye() {
@@ -103,7 +109,7 @@ void UcxPair::send_goodbye() {
   (void)request;  // done at once, failed (the peer is gone), or freed by on_goodbye_sent
 }
 
-void UcxPair::fail_requests(const std::string& message) {
+void UcxPair::fail_requests(const std::string& message, bool keep_goodbye) {
   failed_ = message;
   // Canceling a receive completes it at once (its callback runs here), so UCX no longer writes
   // into the caller's buffer once the request reports the failure.
@@ -111,7 +117,9 @@ void UcxPair::fail_requests(const std::string& message) {
   ops.reserve(in_flight_.size());
   for (auto& [op, owned] : in_flight_) ops.push_back(op);
   for (Op* op : ops) {
-    if (op->receive && in_flight_.count(op)) ucp_request_cancel(worker_.handle(), op->request);
+    if (op->receive && !(keep_goodbye && op->goodbye) && in_flight_.count(op)) {
+      ucp_request_cancel(worker_.handle(), op->request);
+    }
   }
   // Sends end when the endpoint is closed (a forced close completes them with
   // UCS_ERR_CANCELED); their requests fail now, and the late completions find them done.
@@ -175,6 +183,7 @@ void UcxPair::start_recv(std::unique_ptr<Op> owned, std::span<std::byte> into, u
 
 UcxPair::Op* UcxPair::track(std::unique_ptr<Op> owned) {
   Op* op = owned.get();
+  if (!op->receive) worker_.send_started();
   in_flight_.emplace(op, std::move(owned));
   return op;
 }
@@ -193,12 +202,19 @@ void UcxPair::finish(Op* op, ucs_status_t status, size_t length) {
   if (it == in_flight_.end()) return;
   const std::unique_ptr<Op> owned = std::move(it->second);
   in_flight_.erase(it);
+  if (!owned->receive) worker_.send_ended();
   if (owned->goodbye) {
-    // Canceled: this side failed or shut down first. Received: the peer shut down.
-    if (status == UCS_OK) {
-      fail(prefix() + name_ + " closed the connection (its transport context was shut down)");
+    goodbye_ = nullptr;
+    // Canceled: this pair failed. Received: the peer shut down, after its last message. Unless
+    // this side is closing too, its requests fail and it says goodbye back; either way the
+    // endpoint closes after a flush.
+    if (status != UCS_OK) return;
+    if (failed_.empty()) {
+      fail_requests(prefix() + name_ +
+                    " closed the connection (its transport context was shut down)");
+      send_goodbye();
     }
-    return;
+    return close_endpoint(/*force=*/false);
   }
   RequestState& state = *owned->state;
   if (status == UCS_OK) return state.complete(length);

@@ -8,7 +8,9 @@
 // thread posts them in the order the caller did). Bit 63 (never set by a rank < 2^31) marks
 // the pair's own goodbye: the empty message a rank sends each peer when its context shuts down,
 // after its last message. It plays TCP's end of file: the peer's pending receives fail at once
-// ("rank 2 closed the connection"), while what arrived before it can still be received.
+// ("rank 2 closed the connection"), while what arrived before it can still be received. A rank
+// that gets a goodbye answers with its own, and each closes its endpoint only once the peer's
+// goodbye is in, so that no message is left unmatched when the worker goes.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -42,9 +44,10 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
   // Fails every request of the pair with `message` (receives are canceled first, so UCX no
   // longer writes into their buffers) and force-closes the endpoint; later posts fail at once.
   void fail(const std::string& message);
-  // Teardown: sends the goodbye, fails what is left (there should be nothing) and closes the
-  // endpoint after flushing it (so every message sent, goodbye included, has left); closed()
-  // says when that finished.
+  // Teardown: sends the goodbye, fails what is left (there should be nothing) and, once the
+  // peer's goodbye is in, closes the endpoint after flushing it (so every message sent, goodbye
+  // included, has left, and none of the peer's is left unmatched); closed() says when that
+  // finished. A peer that fails meanwhile ends the wait (fail()).
   void close(const std::string& message);
   bool closed() const { return ep_ == nullptr && closing_ == nullptr; }
   // Writes UCX's view of the endpoint (its transports) to stderr (THREELC_TRANSPORT_DEBUG).
@@ -80,7 +83,8 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
   }
   static uint64_t goodbye_tag(int sender) { return (uint64_t{1} << 63) | ucx_tag(sender, 0); }
   // Marks the pair failed with `message`, cancels its receives and fails every request.
-  void fail_requests(const std::string& message);
+  // keep_goodbye: the receive of the peer's goodbye stays posted (close()).
+  void fail_requests(const std::string& message, bool keep_goodbye = false);
   void post_send(std::unique_ptr<Op> owned, std::span<const std::byte> bytes);
   void post_recv(std::unique_ptr<Op> owned, std::span<std::byte> into);
   void start_recv(std::unique_ptr<Op> owned, std::span<std::byte> into, uint64_t tag);
@@ -106,6 +110,7 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
   ucp_ep_h ep_ = nullptr;
   void* closing_ = nullptr;  // the endpoint's close request while it runs
   std::string failed_;       // non-empty once the pair failed or was closed
+  Op* goodbye_ = nullptr;    // the receive of the peer's goodbye while it is posted
   std::unordered_map<Op*, std::unique_ptr<Op>> in_flight_;
 };
 

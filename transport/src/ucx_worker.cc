@@ -2,7 +2,10 @@
 #include "ucx_worker.h"
 
 #include <poll.h>
+#include <sched.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <future>
 #include <memory>
 
@@ -39,13 +42,31 @@ bool shared_memory_needs_error_handling() {
   return false;
 }
 
+// UCX_NET_DEVICES for THREELC_IFACE=`interface`: the interface (UCX's tcp transport names
+// devices by interface) and every RDMA port, "mlx5_0:1", from /sys/class/infiniband.
+std::string net_devices_for(const std::string& interface) {
+  std::vector<std::string> rdma_ports;
+  std::error_code ec;
+  for (const auto& device : std::filesystem::directory_iterator("/sys/class/infiniband", ec)) {
+    std::error_code port_ec;
+    for (const auto& port : std::filesystem::directory_iterator(device.path() / "ports", port_ec)) {
+      rdma_ports.push_back(device.path().filename().string() + ":" +
+                           port.path().filename().string());
+    }
+  }
+  std::sort(rdma_ports.begin(), rdma_ports.end());
+  std::string devices = interface;
+  for (const auto& port : rdma_ports) devices += "," + port;
+  return devices;
+}
+
 }  // namespace
 
 std::string UcxWorker::fail_text(const char* what, ucs_status_t status) const {
   return prefix_ + "UCX: " + what + " failed: " + ucx_status_text(status);
 }
 
-UcxWorker::UcxWorker(std::string prefix, int expected_peers) : prefix_(std::move(prefix)) {
+UcxWorker::UcxWorker(const UcxWorkerOptions& options) : prefix_(options.prefix) {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) throw Error(-1, fail_text("reading the UCX_* configuration", status));
@@ -65,11 +86,15 @@ UcxWorker::UcxWorker(std::string prefix, int expected_peers) : prefix_(std::move
   // shared-memory transports (posix, sysv) decline unless told otherwise: ranks on one host
   // would then talk over TCP loopback. Let them take part unless the user chose otherwise.
   if (shared_memory_needs_error_handling()) set("MM_ERROR_HANDLING", "y");
+  // THREELC_IFACE picks the interface of UCX's network traffic as it does TCP's.
+  if (!options.interface.empty() && ucx_variable("UCX_NET_DEVICES").empty()) {
+    set("NET_DEVICES", net_devices_for(options.interface).c_str());
+  }
   ucp_params_t params{};
   params.field_mask =
       UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-  params.estimated_num_eps = static_cast<size_t>(expected_peers);
+  params.estimated_num_eps = static_cast<size_t>(options.expected_peers);
   params.name = "threelc";
   status = ucp_init(&params, config, &context_);
   ucp_config_release(config);
@@ -145,12 +170,20 @@ bool UcxWorker::run_tasks() {
 }
 
 void UcxWorker::loop() {
+  auto last_progress = std::chrono::steady_clock::now();
   for (;;) {
     const bool worked = run_tasks();
-    if (ucp_worker_progress(worker_) != 0 || worked) continue;
+    if (ucp_worker_progress(worker_) != 0 || worked) {
+      if (sends_in_flight_ > 0) last_progress = std::chrono::steady_clock::now();
+      continue;
+    }
     {
       std::lock_guard lock(mutex_);
       if (stopping_ && tasks_.empty()) return;
+    }
+    if (sends_in_flight_ > 0 && std::chrono::steady_clock::now() - last_progress < kSendSpin) {
+      sched_yield();  // see ucx_worker.h: a full FIFO sends no event when it drains
+      continue;
     }
     const ucs_status_t status = ucp_worker_arm(worker_);
     if (status == UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress them
@@ -161,7 +194,8 @@ void UcxWorker::loop() {
       if (!tasks_.empty() || stopping_) continue;
     }
     pollfd fd{efd_, POLLIN, 0};
-    (void)::poll(&fd, 1, static_cast<int>(kIdleWake.count()));
+    const auto wake = sends_in_flight_ > 0 ? kSendWake : kIdleWake;
+    (void)::poll(&fd, 1, static_cast<int>(wake.count()));
   }
 }
 
