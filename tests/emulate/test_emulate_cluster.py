@@ -1,0 +1,140 @@
+"""tools/emulate_cluster with real network namespaces, veth links, tc shaping and rank processes.
+
+Needs root and `ip netns` (CI runs as root); skipped otherwise, except the refusal test.
+Run: /usr/bin/python3 -m pytest -q tests/emulate
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TOOL = REPO / "tools" / "emulate_cluster"
+WORKER = REPO / "tests" / "engine_jobs" / "worker.py"
+PYTHON = "/usr/bin/python3"
+
+
+def netns_usable() -> bool:
+    if os.geteuid() != 0:
+        return False
+    return subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
+
+
+needs_netns = pytest.mark.skipif(not netns_usable(), reason="needs root and ip netns")
+
+
+def namespaces() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def leftovers(name: str) -> list[str]:
+    left = [ns for ns in namespaces() if ns.startswith(name + "-")]
+    left += [f"/etc/netns/{d}" for d in (os.listdir("/etc/netns") if os.path.isdir("/etc/netns")
+                                         else []) if d.startswith(name + "-")]
+    return left
+
+
+def emulate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, str(TOOL), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=str(REPO))
+
+
+def rank_lines(stdout: str) -> dict[int, str]:
+    lines = {}
+    for line in stdout.splitlines():
+        if line.startswith("[") and "] " in line:
+            rank, text = line[1:].split("] ", 1)
+            lines[int(rank)] = text
+    return lines
+
+
+def test_refuses_clearly_without_root():
+    command = [PYTHON, str(TOOL), "--hosts", "2", "--", "true"]
+    if os.geteuid() == 0:
+        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc
+    assert "must run as root" in proc.stderr, proc.stderr
+
+
+@needs_netns
+def test_every_rank_runs_on_its_own_host_with_the_coordinator_on_host_0():
+    proc = emulate("--hosts", "3", "--rate", "1gbit", "--name", "tecoord", "--", "sh", "-c",
+                   'echo "$THREELC_RANK $(hostname) $(ip -4 -o addr show eth0 | '
+                   'awk \'{print $4}\') $THREELC_COORDINATOR $THREELC_CROSS_SIZE"')
+    assert proc.returncode == 0, proc
+    lines = rank_lines(proc.stdout)
+    assert sorted(lines) == [0, 1, 2], proc.stdout
+    for rank, text in lines.items():
+        got_rank, host, address, coordinator, cross_size = text.split()
+        assert got_rank == str(rank)
+        assert host == f"tecoord-h{rank}"
+        assert address == f"10.77.0.{rank + 1}/24"
+        assert coordinator.startswith("tecoord-h0:")
+        assert cross_size == "3"
+    assert leftovers("tecoord") == []
+
+
+@needs_netns
+def test_links_carry_no_more_than_their_rate():
+    # iperf3 from host 1 to host 0 over a 100 Mbit/s link: tbf holds it to the rate (an
+    # unshaped veth carries tens of Gbit/s here).
+    proc = emulate("--hosts", "2", "--rate", "100mbit", "--name", "terate", "--launcher", "--",
+                   "iperf3 -s -1 -D >/dev/null && sleep 0.3 && "
+                   "ssh terate-h1 iperf3 -c 10.77.0.1 -t 2 -J")
+    assert proc.returncode == 0, proc
+    result = json.loads(proc.stdout)
+    bits_per_second = result["end"]["sum_received"]["bits_per_second"]
+    assert 0 < bits_per_second <= 100e6 * 1.05, bits_per_second
+    assert leftovers("terate") == []
+
+
+@needs_netns
+def test_a_failing_rank_stops_the_job_and_everything_is_torn_down():
+    proc = emulate("--hosts", "3", "--name", "tefail", "--", "sh", "-c",
+                   '[ "$THREELC_RANK" = 1 ] && exit 3; sleep 60')
+    assert proc.returncode == 3, proc
+    assert "rank 1" in proc.stderr and "exited with code 3" in proc.stderr, proc.stderr
+    assert leftovers("tefail") == []
+
+
+@needs_netns
+def test_an_interrupt_tears_everything_down():
+    child = subprocess.Popen([PYTHON, str(TOOL), "--hosts", "2", "--name", "teint", "--",
+                              "sleep", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, cwd=str(REPO))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and sorted(leftovers("teint"))[:3] != [
+            "/etc/netns/teint-h0", "/etc/netns/teint-h1", "teint-h0"]:
+        time.sleep(0.2)
+    # Both hosts' sleeps must have started before the interrupt.
+    while time.monotonic() < deadline and len(
+            subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True,
+                           text=True).stdout.split()) < 2:
+        time.sleep(0.2)
+    child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=60)
+    assert child.returncode == 130, stderr
+    assert "interrupted; tearing down" in stderr
+    assert leftovers("teint") == []
+    assert subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True).returncode == 1
+
+
+@needs_netns
+def test_a_threelc_job_runs_across_the_emulated_hosts():
+    # The engine's own job test, one rank per host, over the shaped links.
+    proc = emulate("--hosts", "3", "--rate", "1gbit", "--name", "tejob", "--", PYTHON,
+                   str(WORKER), "sizes", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    for rank in range(3):
+        assert any(line.startswith(f"[{rank}] DONE sizes") for line in lines), proc.stdout[-3000:]
+    assert leftovers("tejob") == []
