@@ -89,7 +89,8 @@ def main(argv=None) -> int:
         sent0, reduced0 = wire_bytes()
         epoch_start = time.perf_counter()
         loss_sum = train_epoch(model, optimizer, schedule, shard, order, args, epoch, rank, log)
-        train_seconds += time.perf_counter() - epoch_start
+        epoch_seconds = time.perf_counter() - epoch_start
+        train_seconds += epoch_seconds
         sent1, reduced1 = wire_bytes()
         # Bytes this rank sent, and what an uncompressed push_pull would have sent for them.
         sent = sent1 - sent0
@@ -105,7 +106,8 @@ def main(argv=None) -> int:
         ratio = totals[1] / totals[0] if totals[0] else float("nan")
         log(f"epoch {epoch}: loss {totals[2] / steps_per_epoch:.4f}, test loss "
             f"{test_loss / count:.4f}, test accuracy {accuracy:.4f}, sent "
-            f"{totals[0] / 1e6:.2f} MB per rank, compression {ratio:.1f}x", flush=True)
+            f"{totals[0] / 1e6:.2f} MB per rank, compression {ratio:.1f}x, {epoch_seconds:.1f} s",
+            flush=True)
 
     seconds = time.perf_counter() - start
     ratio = raw_total / sent_total if sent_total else float("nan")

@@ -138,3 +138,30 @@ def test_a_threelc_job_runs_across_the_emulated_hosts():
     for rank in range(3):
         assert any(line.startswith(f"[{rank}] DONE sizes") for line in lines), proc.stdout[-3000:]
     assert leftovers("tejob") == []
+
+
+@needs_netns
+def test_evaluate_measures_every_system_and_writes_its_report(tmp_path):
+    # The smallest evaluation: one rate, one size, one round, no training; every system must
+    # produce a measurement, the report its table with ratios to gloo, and the plots.
+    out = tmp_path / "eval"
+    proc = subprocess.run([PYTHON, str(REPO / "tools" / "evaluate"), "--rates", "1gbit",
+                           "--sizes-mb", "1", "--sparsities", "1.0,1.5", "--rounds", "1",
+                           "--only", "allreduce", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=str(REPO))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    labels = {r["label"] for r in records}
+    assert labels == {"threelc 3LC s=1.0", "threelc 3LC s=1.5", "threelc 3LC ring s=1.0",
+                      "threelc none", "gloo", "Open MPI"}, proc.stderr[-3000:]
+    by_label = {r["label"]: r for r in records}
+    # 3LC puts far fewer bits per value on the wire than the 48 of the uncompressed push_pull
+    # (4 ranks: 3/4 of 32 bits out, 3/4 of 32 bits back).
+    assert by_label["threelc none"]["bits_per_value"] == 48.0
+    assert by_label["threelc 3LC s=1.0"]["bits_per_value"] < 4
+    report = (out / "report.md").read_text()
+    assert "| gloo | " in report and "(1.00x)" in report, report
+    assert "| Open MPI | " in report, report
+    for png in ("allreduce_time_vs_bandwidth.png", "bits_per_value_vs_sparsity.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert leftovers("ev") == [] and leftovers("evmpi") == []

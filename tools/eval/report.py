@@ -1,0 +1,241 @@
+"""Tables (OUT/report.md) and plots (OUT/*.png) from tools/evaluate's OUT/results.jsonl."""
+
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+RATE_BITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
+TARGETS = {"100mbit": 20.0, "1gbit": 10.0, "10gbit": 1.0}  # 3LC s=1.0 over gloo at 100 MB
+DEFAULT_3LC = "threelc 3LC s=1.0"
+
+
+def rate_bits(rate):
+    for unit, scale in RATE_BITS.items():
+        if rate.endswith(unit):
+            return float(rate[:-len(unit)]) * scale
+    return float(rate.rstrip("bit"))
+
+
+def load(out):
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()
+               if line.strip()]
+    return ([r for r in records if r.get("kind") == "allreduce"],
+            [r for r in records if r.get("kind") == "training"])
+
+
+def allreduce_medians(records):
+    """(rate, bytes, label) -> {"seconds": median, "bits_per_value": median or None, "n": runs}."""
+    groups = defaultdict(list)
+    for r in records:
+        groups[(r["rate"], r["bytes"], r["label"])].append(r)
+    medians = {}
+    for key, rs in groups.items():
+        bits = [r["bits_per_value"] for r in rs if r.get("bits_per_value") is not None]
+        medians[key] = {"seconds": statistics.median(r["seconds"] for r in rs),
+                        "bits_per_value": statistics.median(bits) if bits else None,
+                        "n": len(rs)}
+    return medians
+
+
+def allreduce_tables(medians):
+    lines = []
+    rates = sorted({k[0] for k in medians}, key=rate_bits)
+    sizes = sorted({k[1] for k in medians})
+    labels = sorted({k[2] for k in medians}, key=label_order)
+    for rate in rates:
+        lines += [f"### Allreduce at {rate}", "",
+                  "| system | " + " | ".join(f"{b / 1e6:g} MB s (x gloo)" for b in sizes) +
+                  " | bits/value sent per rank |",
+                  "| --- | " + " | ".join("---" for _ in sizes) + " | --- |"]
+        for label in labels:
+            cells, bits = [], None
+            for b in sizes:
+                m = medians.get((rate, b, label))
+                gloo = medians.get((rate, b, "gloo"))
+                if m is None:
+                    cells.append("-")
+                    continue
+                ratio = f" ({gloo['seconds'] / m['seconds']:.2f}x)" if gloo else ""
+                cells.append(f"{m['seconds']:.4f}{ratio}")
+                if m["bits_per_value"] is not None:
+                    bits = m["bits_per_value"]
+            bits_cell = f"{bits:.3f}" if bits is not None else "-"
+            lines.append(f"| {label} | " + " | ".join(cells) + f" | {bits_cell} |")
+        lines.append("")
+    return lines
+
+
+def target_lines(medians):
+    lines = ["### Targets (3LC s = 1.0, default algorithm, against gloo; the issue's at 100 MB)",
+             ""]
+    biggest = max((k[1] for k in medians), default=None)
+    for rate, target in TARGETS.items():
+        m, gloo = medians.get((rate, biggest, DEFAULT_3LC)), medians.get((rate, biggest, "gloo"))
+        if m is None or gloo is None:
+            lines.append(f"- {rate}: not measured in this run")
+            continue
+        ratio = gloo["seconds"] / m["seconds"]
+        verdict = "met" if ratio >= target else "NOT met"
+        lines.append(f"- {rate}, {biggest / 1e6:g} MB: {ratio:.2f}x gloo "
+                     f"({gloo['seconds']:.4f} s / {m['seconds']:.4f} s); target >= {target:g}x: "
+                     f"{verdict}")
+    return lines + [""]
+
+
+def label_order(label):
+    order = ["threelc 3LC s=1.0", "threelc 3LC s=1.5", "threelc 3LC s=1.9",
+             "threelc 3LC ring s=1.0", "threelc none", "gloo", "Open MPI"]
+    return (order.index(label) if label in order else len(order), label)
+
+
+def training_rows(records, target):
+    """(rate, label) -> medians of seconds per epoch, final accuracy, seconds to target."""
+    groups = defaultdict(list)
+    for r in records:
+        groups[(r["rate"], r["label"])].append(r)
+    rows = {}
+    for key, rs in groups.items():
+        per_epoch = [statistics.mean(e["seconds"] for e in r["epochs"]) for r in rs if r["epochs"]]
+        final = [r["epochs"][-1]["accuracy"] for r in rs if r["epochs"]]
+        to_target = []
+        for r in rs:
+            elapsed = 0.0
+            for e in r["epochs"]:
+                elapsed += e["seconds"]
+                if e["accuracy"] >= target:
+                    to_target.append(elapsed)
+                    break
+        rows[key] = {
+            "per_epoch": statistics.median(per_epoch) if per_epoch else None,
+            "final": statistics.median(final) if final else None,
+            "to_target": statistics.median(to_target) if len(to_target) == len(rs) else None,
+            "reached": f"{len(to_target)}/{len(rs)}", "n": len(rs),
+        }
+    return rows
+
+
+def training_tables(rows, target):
+    lines = []
+    for rate in sorted({k[0] for k in rows}, key=rate_bits):
+        gloo = rows.get((rate, "gloo DDP"))
+        lines += [f"### Training at {rate}", "",
+                  f"| system | s per epoch (x gloo DDP) | final test accuracy | s to {target:g} "
+                  "(runs that reached it) | runs |", "| --- | --- | --- | --- | --- |"]
+        for label in ("threelc 3LC", "threelc none", "gloo DDP"):
+            row = rows.get((rate, label))
+            if row is None or row["per_epoch"] is None:
+                continue
+            speed = (f" ({gloo['per_epoch'] / row['per_epoch']:.2f}x)"
+                     if gloo and gloo["per_epoch"] and row["per_epoch"] else "")
+            to_target = (f"{row['to_target']:.1f}" if row["to_target"] is not None
+                         else "not reached")
+            lines.append(f"| {label} | {row['per_epoch']:.1f}{speed} | {row['final']:.4f} | "
+                         f"{to_target} ({row['reached']}) | {row['n']} |")
+        lines.append("")
+    return lines
+
+
+def plots(out, medians, training, target):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    if medians:
+        biggest = max(k[1] for k in medians)
+        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        for label in sorted({k[2] for k in medians}, key=label_order):
+            points = sorted((rate_bits(k[0]), v["seconds"]) for k, v in medians.items()
+                            if k[1] == biggest and k[2] == label)
+            if points:
+                ax.plot([p[0] / 1e9 for p in points], [p[1] for p in points], marker="o",
+                        label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("link bandwidth (Gbit/s)")
+        ax.set_ylabel(f"allreduce of {biggest / 1e6:g} MB, median s")
+        ax.set_title("Allreduce time against bandwidth (4 emulated hosts)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "allreduce_time_vs_bandwidth.png", dpi=110)
+        plt.close(fig)
+        made.append("allreduce_time_vs_bandwidth.png")
+
+        sparsity_points = defaultdict(list)
+        for (rate, size, label), v in medians.items():
+            if label.startswith("threelc 3LC s=") and v["bits_per_value"] is not None:
+                sparsity_points[size].append((float(label.split("=")[1]), v["bits_per_value"]))
+        if sparsity_points:
+            fig, ax = plt.subplots(figsize=(6.4, 4.4))
+            for size, points in sorted(sparsity_points.items()):
+                by_s = defaultdict(list)
+                for s, bits in points:
+                    by_s[s].append(bits)
+                xs = sorted(by_s)
+                ax.plot(xs, [statistics.median(by_s[s]) for s in xs], marker="o",
+                        label=f"{size / 1e6:g} MB")
+            ax.set_xlabel("sparsity multiplier s")
+            ax.set_ylabel("bits sent per rank per value")
+            ax.set_title("3LC traffic against s (real gradients; uncompressed: 32)")
+            ax.grid(True, alpha=0.3)
+            ax.legend()
+            fig.tight_layout()
+            fig.savefig(out / "bits_per_value_vs_sparsity.png", dpi=110)
+            plt.close(fig)
+            made.append("bits_per_value_vs_sparsity.png")
+
+    if training:
+        rates = sorted({r["rate"] for r in training}, key=rate_bits)
+        fig, axes = plt.subplots(1, len(rates), figsize=(4.8 * len(rates), 4.2), squeeze=False)
+        for ax, rate in zip(axes[0], rates):
+            for label in ("threelc 3LC", "threelc none", "gloo DDP"):
+                runs = [r for r in training if r["rate"] == rate and r["label"] == label]
+                for i, r in enumerate(runs):
+                    elapsed, xs, ys = 0.0, [0.0], [0.1]
+                    for e in r["epochs"]:
+                        elapsed += e["seconds"]
+                        xs.append(elapsed)
+                        ys.append(e["accuracy"])
+                    ax.plot(xs, ys, marker="o", alpha=0.8, color=color_of(label),
+                            label=label if i == 0 else None)
+            ax.axhline(target, linestyle="--", color="grey", linewidth=0.8)
+            ax.set_title(f"{rate}")
+            ax.set_xlabel("training wall time (s)")
+            ax.set_ylabel("test accuracy")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.suptitle("Fashion-MNIST, 4 emulated hosts: test accuracy against wall time")
+        fig.tight_layout()
+        fig.savefig(out / "accuracy_vs_time.png", dpi=110)
+        plt.close(fig)
+        made.append("accuracy_vs_time.png")
+    return made
+
+
+def color_of(label):
+    return {"threelc 3LC": "tab:blue", "threelc none": "tab:orange",
+            "gloo DDP": "tab:green"}.get(label, "tab:grey")
+
+
+def write_report(out):
+    out = Path(out)
+    allreduce, training = load(out)
+    settings = json.loads((out / "settings.json").read_text())
+    target = settings.get("target_accuracy", 0.85)
+    medians = allreduce_medians(allreduce)
+    lines = [f"# Evaluation run {settings.get('date')} (commit {settings.get('commit')})", "",
+             f"`{settings.get('command', 'tools/evaluate')}` with "
+             f"{json.dumps({k: settings[k] for k in ('quick', 'hosts', 'rates', 'sizes_mb', 'rounds', 'iters', 'training_rounds', 'training_rates', 'epochs', 'max_steps') if k in settings})}",
+             ""]
+    if medians:
+        lines += target_lines(medians) + allreduce_tables(medians)
+    rows = training_rows(training, target)
+    if rows:
+        lines += training_tables(rows, target)
+    made = plots(out, medians, training, target)
+    lines += [f"![{name}]({name})" for name in made]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
