@@ -115,13 +115,15 @@ def training_rows(records, target):
     return rows
 
 
-def training_tables(rows, target):
+def training_tables(rows, target, max_steps):
+    steps = f" of {max_steps} steps" if max_steps else ""
     lines = []
     for rate in sorted({k[0] for k in rows}, key=rate_bits):
         gloo = rows.get((rate, "gloo DDP"))
         lines += [f"### Training at {rate}", "",
-                  f"| system | s per epoch (x gloo DDP) | final test accuracy | s to {target:g} "
-                  "(runs that reached it) | runs |", "| --- | --- | --- | --- | --- |"]
+                  f"| system | s per epoch{steps} (x gloo DDP) | final test accuracy | "
+                  f"s to {target:g} (runs that reached it) | runs |",
+                  "| --- | --- | --- | --- | --- |"]
         for label in ("threelc 3LC", "threelc none", "gloo DDP"):
             row = rows.get((rate, label))
             if row is None or row["per_epoch"] is None:
@@ -188,12 +190,13 @@ def plots(out, medians, training, target):
 
     if training:
         rates = sorted({r["rate"] for r in training}, key=rate_bits)
-        fig, axes = plt.subplots(1, len(rates), figsize=(4.8 * len(rates), 4.2), squeeze=False)
+        fig, axes = plt.subplots(1, len(rates), figsize=(max(6.4, 4.8 * len(rates)), 4.4),
+                                 squeeze=False)
         for ax, rate in zip(axes[0], rates):
             for label in ("threelc 3LC", "threelc none", "gloo DDP"):
                 runs = [r for r in training if r["rate"] == rate and r["label"] == label]
                 for i, r in enumerate(runs):
-                    elapsed, xs, ys = 0.0, [0.0], [0.1]
+                    elapsed, xs, ys = 0.0, [], []
                     for e in r["epochs"]:
                         elapsed += e["seconds"]
                         xs.append(elapsed)
@@ -206,7 +209,8 @@ def plots(out, medians, training, target):
             ax.set_ylabel("test accuracy")
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=8)
-        fig.suptitle("Fashion-MNIST, 4 emulated hosts: test accuracy against wall time")
+        fig.suptitle("Fashion-MNIST on 4 emulated hosts: test accuracy against wall time",
+                     fontsize=10)
         fig.tight_layout()
         fig.savefig(out / "accuracy_vs_time.png", dpi=110)
         plt.close(fig)
@@ -233,7 +237,7 @@ def write_report(out):
         lines += target_lines(medians) + allreduce_tables(medians)
     rows = training_rows(training, target)
     if rows:
-        lines += training_tables(rows, target)
+        lines += training_tables(rows, target, settings.get("max_steps", 0))
     made = plots(out, medians, training, target)
     lines += [f"![{name}]({name})" for name in made]
     (out / "report.md").write_text("\n".join(lines) + "\n")
