@@ -1,0 +1,53 @@
+// Internal: reading fp32, fp16 and bf16 input as fp32 on the device (exact widening, the same
+// values as widen.cc's on the CPU), and the block scale both encode passes derive.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "threelc/compression/codec.h"
+
+namespace threelc::compression::cuda::detail {
+
+struct Fp32Input {
+  const float* data;
+  __device__ float operator[](size_t i) const { return data[i]; }
+};
+
+struct Fp16Input {
+  const uint16_t* data;
+  __device__ float operator[](size_t i) const { return __half2float(__ushort_as_half(data[i])); }
+};
+
+struct Bf16Input {
+  const uint16_t* data;
+  __device__ float operator[](size_t i) const {
+    return __uint_as_float(static_cast<uint32_t>(data[i]) << 16);
+  }
+};
+
+// Calls body(input) with the typed reader of `x`.
+template <typename Body>
+cudaError_t with_input(const void* x, DType dtype, Body&& body) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return body(Fp32Input{static_cast<const float*>(x)});
+    case DType::kFloat16:
+      return body(Fp16Input{static_cast<const uint16_t*>(x)});
+    case DType::kBFloat16:
+      return body(Bf16Input{static_cast<const uint16_t*>(x)});
+  }
+  return cudaErrorInvalidValue;
+}
+
+inline constexpr uint32_t kNonFiniteBits = 0x7F800000u;
+
+// The block's scale M * s, as encode.cc computes it; false when the block must go raw.
+__device__ inline bool block_scale(uint32_t max_bits, float sparsity, float* scale) {
+  *scale = __fmul_rn(__uint_as_float(max_bits), sparsity);
+  return max_bits < kNonFiniteBits && isfinite(*scale);
+}
+
+}  // namespace threelc::compression::cuda::detail
