@@ -302,6 +302,24 @@ TEST_F(CudaCodecTest, NonFiniteInputAndScaleOverflowGoRawWithTheErrorUntouched) 
   }
 }
 
+// fp16 bit patterns the hardware conversion could change: subnormals (3LC block), and NaN
+// payloads, signalling NaNs and infinities (raw block: the widened values, bit for bit).
+TEST_F(CudaCodecTest, Fp16SubnormalsAndNaNPayloadsGiveTheCpuBlock) {
+  const size_t n = kTileValues + 3;
+  HostInput subnormal{DType::kFloat16, std::vector<uint8_t>(2 * n), n};
+  HostInput nans{DType::kFloat16, std::vector<uint8_t>(2 * n), n};
+  const uint16_t specials[] = {0x7C01, 0x7DFF, 0xFE00, 0xFC00, 0x7C00, 0x8001, 0x0001};
+  for (size_t i = 0; i < n; ++i) {
+    const auto tiny = static_cast<uint16_t>((i % 0x3FF) + 1 + (i % 2 == 0 ? 0x8000 : 0));
+    const uint16_t special = i % 97 == 0 ? specials[(i / 97) % 7] : tiny;
+    std::memcpy(subnormal.bytes.data() + 2 * i, &tiny, 2);
+    std::memcpy(nans.bytes.data() + 2 * i, &special, 2);
+  }
+  const std::vector<float> e0(n, 0.0f);
+  expect_same_encode(subnormal, &e0, 1.0f, "fp16 subnormals");
+  expect_same_encode(nans, &e0, 1.0f, "fp16 NaN payloads");
+}
+
 TEST_F(CudaCodecTest, RepeatedEncodesCarryTheErrorLikeTheCpu) {
   const size_t n = 5 * kTileValues + 11;
   std::vector<float> cpu_error(n, 0.0f);

@@ -1,12 +1,12 @@
 // Internal: reading fp32, fp16 and bf16 input as fp32 on the device (exact widening, the same
-// values as widen.cc's on the CPU), and the block scale both encode passes derive.
+// bits as widen.cc's on the CPU), and the block scale both encode passes derive.
 #pragma once
 
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "half_bits.h"
 #include "threelc/compression/codec.h"
 
 namespace threelc::compression::cuda::detail {
@@ -16,9 +16,13 @@ struct Fp32Input {
   __device__ float operator[](size_t i) const { return data[i]; }
 };
 
+// Widened on the bit pattern (half_bits.h), so that NaN payloads, which a raw block carries,
+// come out as on the CPU; the hardware conversion may canonicalize them.
 struct Fp16Input {
   const uint16_t* data;
-  __device__ float operator[](size_t i) const { return __half2float(__ushort_as_half(data[i])); }
+  __device__ float operator[](size_t i) const {
+    return __uint_as_float(rules::widen_half_bits(data[i]));
+  }
 };
 
 struct Bf16Input {

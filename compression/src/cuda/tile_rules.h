@@ -19,13 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "host_device.h"
 #include "threelc/compression/block_format.h"
-
-#if defined(__CUDACC__)
-#define THREELC_HOST_DEVICE __host__ __device__
-#else
-#define THREELC_HOST_DEVICE
-#endif
 
 namespace threelc::compression::cuda::rules {
 
