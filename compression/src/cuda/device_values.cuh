@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "half_bits.h"
 #include "threelc/compression/codec.h"
+#include "threelc/compression/float16.h"
 
 namespace threelc::compression::cuda::detail {
 
@@ -16,20 +16,16 @@ struct Fp32Input {
   __device__ float operator[](size_t i) const { return data[i]; }
 };
 
-// Widened on the bit pattern (half_bits.h), so that NaN payloads, which a raw block carries,
-// come out as on the CPU; the hardware conversion may canonicalize them.
+// float16.h's conversion, compiled for the device: NaN payloads, which a raw block carries, come
+// out as on the CPU (the hardware conversion may canonicalize them).
 struct Fp16Input {
   const uint16_t* data;
-  __device__ float operator[](size_t i) const {
-    return __uint_as_float(rules::widen_half_bits(data[i]));
-  }
+  __device__ float operator[](size_t i) const { return half_to_float(data[i]); }
 };
 
 struct Bf16Input {
   const uint16_t* data;
-  __device__ float operator[](size_t i) const {
-    return __uint_as_float(static_cast<uint32_t>(data[i]) << 16);
-  }
+  __device__ float operator[](size_t i) const { return bfloat16_to_float(data[i]); }
 };
 
 // Calls body(input) with the typed reader of `x`.

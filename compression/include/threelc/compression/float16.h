@@ -1,28 +1,43 @@
 // Conversions between fp32 and the 16-bit float formats (IEEE binary16, bfloat16): exact
 // widening, and narrowing with round-to-nearest-even (NaN stays a quiet NaN, overflow becomes
 // infinity). Used by the codec (widening its fp16/bf16 input) and the engine (reductions and
-// conversions of fp16/bf16 tensors).
+// conversions of fp16/bf16 tensors), on the CPU and, compiled by nvcc, in CUDA kernels: the
+// same code gives the same bits on both (the hardware conversions may canonicalize NaNs).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#if defined(__CUDACC__)
+#define THREELC_FLOAT16_FN __host__ __device__ inline
+#else
+#define THREELC_FLOAT16_FN inline
+#endif
+
 namespace threelc::compression {
 
 namespace float16_detail {
-inline float float_of(uint32_t bits) {
+THREELC_FLOAT16_FN float float_of(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
   float value;
   std::memcpy(&value, &bits, sizeof value);
   return value;
+#endif
 }
-inline uint32_t bits_of(float value) {
+THREELC_FLOAT16_FN uint32_t bits_of(float value) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(value);
+#else
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof bits);
   return bits;
+#endif
 }
 }  // namespace float16_detail
 
-inline float half_to_float(uint16_t h) {
+THREELC_FLOAT16_FN float half_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exponent = (h >> 10) & 0x1Fu;
   uint32_t mantissa = h & 0x3FFu;
@@ -40,7 +55,7 @@ inline float half_to_float(uint16_t h) {
   return float16_detail::float_of(sign | (e << 23) | ((mantissa & 0x3FFu) << 13));
 }
 
-inline uint16_t float_to_half(float f) {
+THREELC_FLOAT16_FN uint16_t float_to_half(float f) {
   const uint32_t x = float16_detail::bits_of(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t a = x & 0x7FFFFFFFu;
@@ -68,11 +83,11 @@ inline uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-inline float bfloat16_to_float(uint16_t b) {
+THREELC_FLOAT16_FN float bfloat16_to_float(uint16_t b) {
   return float16_detail::float_of(static_cast<uint32_t>(b) << 16);
 }
 
-inline uint16_t float_to_bfloat16(float f) {
+THREELC_FLOAT16_FN uint16_t float_to_bfloat16(float f) {
   uint32_t x = float16_detail::bits_of(f);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // NaN
   x += 0x7FFFu + ((x >> 16) & 1u);  // round to nearest even; overflow carries into inf
