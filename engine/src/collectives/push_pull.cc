@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/block_codec.h"
 #include "collectives/scratch_buffer.h"
 #include "threelc/compression/codec.h"
 
@@ -38,8 +39,9 @@ class PushPull {
  public:
   PushPull(transport::Context& context, std::span<const float> input, std::span<float> fused,
            std::span<const TensorSlice> tensors, BlockPlan plan, std::vector<float*> errors,
-           const PushPullOptions& options)
+           BlockCodec& codec, const PushPullOptions& options)
       : ctx_(context),
+        codec_(codec),
         input_(input),
         fused_(fused),
         tensors_(tensors),
@@ -129,16 +131,15 @@ class PushPull {
   Message& encode(const Block& b, float* error, std::span<const float> source) {
     Message& m = outgoing_.emplace_back();
     ScratchBuffer<uint8_t>& out = buffer_for(m, b);
-    const cc::Values values{source.data() + b.offset, cc::DType::kFloat32, b.count};
+    const float* values = source.data() + b.offset;
     FeedbackSample* sample = sample_of(options_.feedback, options_.compress, b.tensor);
-    const float input_max = measure_input(sample, values);
+    // Magnitudes are measured only where the CPU can read the values and residuals.
+    if (sample != nullptr && !codec_.host_values()) sample->measure = false;
+    const float input_max = measure_input(sample, cc::Values{values, cc::DType::kFloat32, b.count});
     const int64_t begin = start();
     cc::EncodedBlock result;
     const cc::Status status =
-        options_.compress
-            ? cc::encode(values, error, cc::EncodeOptions{options_.sparsity, cc::Isa::kAuto}, out,
-                         &result)
-            : cc::encode_raw(values, out, &result);
+        codec_.encode(values, b.count, error, options_.compress, options_.sparsity, out, &result);
     if (!status.ok()) {
       throw CollectiveError(-1, "push_pull rank " + std::to_string(rank_) + ": encoding tensor '" +
                                     tensors_[b.tensor].name + "' failed: " + status.message());
@@ -181,22 +182,20 @@ class PushPull {
     for (size_t k = 0; k < own.size(); ++k) {
       const Block& b = own[k];
       float* dst = fused_.data() + b.offset;
-      if (input_.data() != fused_.data()) {
-        std::memcpy(dst, input_.data() + b.offset, b.count * sizeof(float));
-      }
+      if (input_.data() != fused_.data()) codec_.copy(dst, input_.data() + b.offset, b.count);
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         Message& m = pushed_in_[static_cast<size_t>(p)][k];
         wait_for(m, p, b);
         const int64_t begin = start();
-        check(cc::decode_add(bytes_of(m), b.count, 1.0f, dst), p, b, "push");
+        check(codec_.decode(bytes_of(m), b.count, true, dst), p, b, "push");
         record(Phase::kDecompress, b.tensor, begin, m.size);
         if (m.bytes == &m.own) m.own.release();
       }
       const Message& out = encode(b, error_at(b), fused_);
       if (options_.compress) {
         const int64_t begin = start();
-        check(cc::decode(bytes_of(out), b.count, dst), rank_, b, "own pull");
+        check(codec_.decode(bytes_of(out), b.count, false, dst), rank_, b, "own pull");
         record(Phase::kDecompress, b.tensor, begin, out.size);
       }
       send(next_, pull_tag(rank_), out, b);
@@ -213,8 +212,8 @@ class PushPull {
         Message& m = in[k];
         wait_for(m, prev_, blocks[k]);
         const int64_t begin = start();
-        check(cc::decode(bytes_of(m), blocks[k].count, fused_.data() + blocks[k].offset), prev_,
-              blocks[k], "pull");
+        check(codec_.decode(bytes_of(m), blocks[k].count, false, fused_.data() + blocks[k].offset),
+              prev_, blocks[k], "pull");
         record(Phase::kDecompress, blocks[k].tensor, begin, m.size);
         if (next_ != j) send(next_, pull_tag(j), m, blocks[k]);
       }
@@ -237,6 +236,7 @@ class PushPull {
   }
 
   transport::Context& ctx_;
+  BlockCodec& codec_;
   size_t buffers_used_ = 0;       // workspace message buffers handed out so far
   std::span<const float> input_;  // what this rank contributes (may be fused_ itself)
   std::span<float> fused_;        // where the result goes
@@ -254,6 +254,21 @@ class PushPull {
   std::vector<Send> sends_;
 };
 
+// The checks every overload makes before it touches an error buffer.
+void check_call(size_t input, size_t output, std::span<const TensorSlice> tensors,
+                const PushPullOptions& options) {
+  if (input != output) {
+    throw std::invalid_argument("push_pull: input has " + std::to_string(input) +
+                                " values, output " + std::to_string(output));
+  }
+  if (!(options.sparsity >= 1.0f && options.sparsity < 2.0f)) {
+    throw std::invalid_argument("push_pull: sparsity " + std::to_string(options.sparsity) +
+                                " is outside [1, 2)");
+  }
+  check_samples(options.feedback, tensors.size(), "push_pull");
+  check_layout(output, tensors);
+}
+
 }  // namespace
 
 void push_pull_sum(transport::Context& context, std::span<float> fused,
@@ -265,30 +280,34 @@ void push_pull_sum(transport::Context& context, std::span<float> fused,
 void push_pull_sum(transport::Context& context, std::span<const float> input,
                    std::span<float> fused, std::span<const TensorSlice> tensors,
                    ErrorFeedbackStore& errors, const PushPullOptions& options) {
-  if (input.size() != fused.size()) {
-    throw std::invalid_argument("push_pull: input has " + std::to_string(input.size()) +
-                                " values, output " + std::to_string(fused.size()));
-  }
-  if (!(options.sparsity >= 1.0f && options.sparsity < 2.0f)) {
-    throw std::invalid_argument("push_pull: sparsity " + std::to_string(options.sparsity) +
-                                " is outside [1, 2)");
-  }
-  check_samples(options.feedback, tensors.size(), "push_pull");
-  // Validates the layout (and sizes every error buffer) even where nothing is sent.
-  BlockPlan plan = plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);
-  std::vector<float*> buffers(tensors.size(), nullptr);
+  check_call(input.size(), fused.size(), tensors, options);
+  std::vector<float*> buffers;
   if (options.compress) {
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      buffers[i] = errors.get(tensors[i].name, tensors[i].count).data();
-    }
+    for (const TensorSlice& t : tensors) buffers.push_back(errors.get(t.name, t.count).data());
   }
+  push_pull_sum(context, input, fused, tensors, buffers, options);
+}
+
+void push_pull_sum(transport::Context& context, std::span<const float> input,
+                   std::span<float> fused, std::span<const TensorSlice> tensors,
+                   std::span<float* const> errors, const PushPullOptions& options) {
+  check_call(input.size(), fused.size(), tensors, options);
+  if (options.compress ? errors.size() != tensors.size() : !errors.empty()) {
+    throw std::invalid_argument("push_pull: " + std::to_string(errors.size()) +
+                                " error buffers for " + std::to_string(tensors.size()) +
+                                " tensors (one each when compressing, none otherwise)");
+  }
+  BlockPlan plan = plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);
+  HostBlockCodec host;
+  BlockCodec& codec = options.codec != nullptr ? *options.codec : host;
   if (context.size() == 1) {
-    if (input.data() != fused.data() && !fused.empty()) {
-      std::memcpy(fused.data(), input.data(), fused.size() * sizeof(float));
-    }
+    codec.copy(fused.data(), input.data(), fused.size());
     return;
   }
-  PushPull(context, input, fused, tensors, std::move(plan), std::move(buffers), options).run();
+  std::vector<float*> buffers(errors.begin(), errors.end());
+  if (buffers.empty()) buffers.assign(tensors.size(), nullptr);
+  PushPull(context, input, fused, tensors, std::move(plan), std::move(buffers), codec, options)
+      .run();
 }
 
 }  // namespace threelc::engine

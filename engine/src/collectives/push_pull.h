@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "collectives/block_codec.h"
 #include "collectives/block_plan.h"
 #include "collectives/collective_options.h"  // CollectiveError
 #include "collectives/feedback_monitor.h"
@@ -31,8 +32,11 @@ struct PushPullOptions {
   // Where message buffers come from (kept across calls); nullptr: allocated for the call.
   Workspace* workspace = nullptr;
   // Empty, or one entry per tensor: what the call saw of each tensor's error feedback on this
-  // rank (feedback_monitor.h; raw blocks always, magnitudes where `measure` is set).
+  // rank (feedback_monitor.h; raw blocks always, magnitudes where `measure` is set and the
+  // codec's values are host memory).
   std::span<FeedbackSample> feedback;
+  // Encodes and decodes where the values live; nullptr: the CPU codec on host memory.
+  BlockCodec* codec = nullptr;
 };
 
 // Sums `fused` in place across the ranks of `context`; every rank ends with bitwise-identical
@@ -51,5 +55,12 @@ void push_pull_sum(transport::Context& context, std::span<float> fused,
 void push_pull_sum(transport::Context& context, std::span<const float> input,
                    std::span<float> output, std::span<const TensorSlice> tensors,
                    ErrorFeedbackStore& errors, const PushPullOptions& options = {});
+
+// The same in the memory of options.codec (device memory for the CUDA codec's): `errors` holds
+// each tensor's residual buffer (tensors[i].count elements, in that memory) when compressing,
+// and is empty otherwise.
+void push_pull_sum(transport::Context& context, std::span<const float> input,
+                   std::span<float> output, std::span<const TensorSlice> tensors,
+                   std::span<float* const> errors, const PushPullOptions& options);
 
 }  // namespace threelc::engine
