@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# The GPU check (issue 8): the CUDA codec's tests and kernel benchmark on a machine with a GPU,
-# sized to finish within 5 minutes on one H200.
+# The GPU check (issue 8): the CUDA codec's tests and kernel benchmark, and CUDA tensors through
+# the engine (threelc.torch, 2 ranks on the GPU), on a machine with a GPU, sized to finish within
+# 5 minutes on one H200.
 #
 #   tools/gpu_check.sh build   # where nvcc and our Debian packages are: CMake into build-gpu/
-#                              # (CUDA on, static CUDA runtime, GoogleTest and libstdc++), then
-#                              # the binaries staged in build-gpu/carry/
+#                              # (CUDA on; static CUDA runtime, GoogleTest, libstdc++ and
+#                              # libcrypto; no UCX), then the binaries and libthreelc.so staged
+#                              # in build-gpu/carry/
 #   tools/gpu_check.sh run     # where the GPU is: runs build-gpu/carry/*, writes OUT/ (default
 #                              # $OUT, else build-gpu/out): gpu_check.md (the summary), *.log
 #   tools/gpu_check.sh         # both, on a machine that has nvcc and a GPU
 #
-# The run needs only the NVIDIA driver: the binaries carry everything else. Through the device
+# The run needs the NVIDIA driver, and for the engine check python3 with torch (CUDA) and numpy:
+# the binaries carry everything else. Through the device
 # tool: `tools/gpu_check.sh build` here, then run `tools/gpu_check.sh run` there with carry
 # ["build-gpu/carry"]. Exit status: 0 when every test passed and both kernel targets were met,
 # 1 otherwise, 77 when there is no GPU.
@@ -17,7 +20,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-gpu
 carry=$build/carry
-targets=(cuda_codec_tests compression_tests threelc-cuda-bench)
+targets=(cuda_codec_tests compression_tests threelc-cuda-bench threelc)
 
 do_build() {
   set -e
@@ -31,7 +34,7 @@ do_build() {
   cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]}"
   rm -rf "$carry" && mkdir -p "$carry"
   cp "$build/tests/cuda_codec_tests" "$build/tests/compression_tests" \
-    "$build/bin/threelc-cuda-bench" "$carry/"
+    "$build/bin/threelc-cuda-bench" "$build/lib/libthreelc.so" "$carry/"
   echo "gpu_check: staged in $carry:"
   ls -l "$carry"
   set +e
@@ -72,7 +75,7 @@ do_run() {
     echo "no GPU: nvidia-smi -L fails" | tee -a "$summary"
     return 77
   fi
-  for binary in "${targets[@]}"; do
+  for binary in cuda_codec_tests compression_tests threelc-cuda-bench libthreelc.so; do
     [[ -x $carry/$binary ]] || { echo "gpu_check: $carry/$binary is missing: run build first" >&2; return 1; }
   done
 
@@ -86,6 +89,24 @@ do_run() {
   run_step compression_tests 120 "$carry/compression_tests" || status=1
   echo "- compression_tests (CPU codec on this CPU): $(gtest_counts "$out/compression_tests.log")" \
     >>"$summary"
+
+  # CUDA tensors through the engine: 2 ranks on GPU 0 (NCCL refuses two ranks on one GPU, so
+  # uncompressed allreduces are staged: THREELC_NCCL=0), each result against the host path's.
+  local python=${PYTHON:-python3}
+  if "$python" -c 'import torch, numpy; assert torch.cuda.is_available()' 2>/dev/null; then
+    PYTHONPATH=$root/frameworks/python THREELC_LIBRARY=$carry/libthreelc.so \
+      THREELC_FUSION_THRESHOLD=0 THREELC_NCCL=0 PYTHONUNBUFFERED=1 \
+      run_step torch_cuda_job 150 "$python" "$root/tools/threelcrun" -np 2 \
+      "$python" "$root/tests/gpu/torch_cuda_job.py" || status=1
+    echo "- engine, CUDA tensors via threelc.torch (2 ranks, 3LC and staged, against the host" \
+      "path): $(grep -c '"failures": \[\]' "$out/torch_cuda_job.log") of 2 ranks without a" \
+      "difference" >>"$summary"
+    grep '"rank"' "$out/torch_cuda_job.log" | head -2 | sed 's/^/    /' >>"$summary"
+    tail -n 5 "$out/torch_cuda_job.log" | grep -v '"rank"' | sed 's/^/    /' >>"$summary"
+  else
+    echo "- engine, CUDA tensors: not run ($python has no torch with CUDA)" >>"$summary"
+    status=1
+  fi
 
   run_step cuda_bench 120 "$carry/threelc-cuda-bench" --mib 4,256 --reps 20 || status=1
   {

@@ -241,6 +241,20 @@ constexpr Row kRows[] = {
        s.cache_capacity = static_cast<size_t>(entries);
        return true;
      }},
+    {{"THREELC_NCCL", "1", "0 or 1",
+      "1: uncompressed allreduces of CUDA tensors run over NCCL (loaded at run time: "
+      "THREELC_NCCL_LIBRARY, else libnccl.so.2); 0: they are staged through host memory"},
+     [](std::string_view value, EngineSettings& s) {
+       if (value != "0" && value != "1") return false;
+       s.nccl = value == "1";
+       return true;
+     }},
+    {{"THREELC_NCCL_LIBRARY", "", "a library path or name (empty: libnccl.so.2)",
+      "the NCCL library THREELC_NCCL loads (dlopen), e.g. the one PyTorch ships"},
+     [](std::string_view value, EngineSettings& s) {
+       s.nccl_library = std::string(value);
+       return true;
+     }},
 };
 
 constexpr auto kDocRows = [] {

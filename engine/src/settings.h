@@ -60,6 +60,10 @@ struct EngineSettings {
   LogLevel log_level = LogLevel::kWarning;
   // THREELC_CACHE_CAPACITY: entries of the response cache; 0 disables the cache.
   size_t cache_capacity = 1024;
+  // THREELC_NCCL: uncompressed allreduces of CUDA tensors over NCCL (else staged via the host).
+  bool nccl = true;
+  // THREELC_NCCL_LIBRARY: the NCCL library to load; empty: libnccl.so.2.
+  std::string nccl_library;
 };
 
 // One row of the table, for documentation and tests.

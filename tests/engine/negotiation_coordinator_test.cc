@@ -106,7 +106,7 @@ TEST(Consistency, EachMismatchedFieldIsNamed) {
        "1/1"},
       {"postscale", te::OpKind::kReducescatter, [](te::OpRequest& r) { r.postscale = 2.0; }, "1/2",
        "1/1"},
-      {"device", te::OpKind::kAllreduce, [](te::OpRequest& r) { r.device = 0; }, "cuda:0", "cpu"},
+      {"device", te::OpKind::kAllreduce, [](te::OpRequest& r) { r.device = 0; }, "cuda", "cpu"},
       {"operation", te::OpKind::kAllreduce,
        [](te::OpRequest& r) { r.kind = te::OpKind::kAllgather; }, "allgather", "allreduce"},
   };
@@ -121,6 +121,15 @@ TEST(Consistency, EachMismatchedFieldIsNamed) {
     EXPECT_TRUE(contains(*message, std::string("rank 1 sent ") + c.changed_value)) << *message;
     EXPECT_TRUE(contains(*message, std::string("ranks 0, 2 sent ") + c.original_value)) << *message;
   }
+}
+
+// Each process drives its own GPU: CUDA tensors on different ordinals agree.
+TEST(Consistency, CudaOrdinalsMayDifferBetweenRanks) {
+  te::OpRequest a = op_request("g");
+  a.device = 0;
+  te::OpRequest b = a;
+  b.device = 1;
+  EXPECT_FALSE(te::check_consistency("g", {a, b, a}).has_value());
 }
 
 TEST(Consistency, SparsityIsPartOfCompression) {

@@ -882,6 +882,20 @@ def case_api():
         else:
             raise Fail(f"no {exc.__name__} from a bad argument")
     # the engine's own argument checks: refused at submission (or failing the handle)
+    # a CUDA tensor where none can be used (no CUDA in the build, or no device): refused with
+    # the reason; a CUDA tensor in another collective: refused naming allreduce
+    why = engine.cuda_unavailable_reason()
+    if why:
+        expect_error(lambda: engine.allreduce_device(4096, 4096, (4,), "float32", 0,
+                                                     name="api/cuda"),
+                     engine.EINVAL, "a CUDA tensor without a usable device", "device 0",
+                     why.split(":")[0])
+    t = engine._initialized_struct(engine._Tensor, "threelc_tensor_init")
+    t.dtype, t.ndim, t.device = engine.DTYPES["float32"], 0, 0
+    t.data = t.output = 4096
+    expect_error(lambda: engine._submit("threelc_broadcast", "broadcast", None, t,
+                                        engine._options(), (), lambda hid: None),
+                 engine.EINVAL, "a CUDA tensor in a broadcast", "only allreduce takes CUDA tensors")
     for what, submit, code in (
             ("sparsity 3", lambda: hvd.allreduce(np.ones(20000, np.float32), name="api/s3",
                                                  compression=hvd.Compression.threelc(3.0)),

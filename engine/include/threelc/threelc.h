@@ -65,8 +65,8 @@ typedef struct threelc_tensor {
   const void* data; /* input */
   void* output;     /* allreduce and broadcast: the result, same shape (may equal data);
                        allgather, reducescatter and alltoall: unused (see threelc_result) */
-  int device;       /* THREELC_DEVICE_CPU; CUDA device ordinals arrive with GPU support */
-  void* stream;     /* cudaStream_t the data is ready on (GPU only), else NULL */
+  int device;       /* THREELC_DEVICE_CPU, or a CUDA device ordinal (allreduce only) */
+  void* stream;     /* cudaStream_t the data is ready on (CUDA tensors), else NULL */
 } threelc_tensor;
 
 /* Per-call options; threelc_options_init() sets the defaults shown. */
@@ -94,6 +94,16 @@ int threelc_init(void);
  * initialized. */
 int threelc_shutdown(void);
 int threelc_is_initialized(void);
+
+/* GPU support; neither needs threelc_init(). threelc_cuda_built(): 1 when this library was
+ * built with CUDA (the CUDA 3LC codec and device allreduce). threelc_cuda_available(): 1 when
+ * threelc_allreduce takes CUDA tensors here (built with CUDA and a device visible); 0
+ * otherwise, with the reason in threelc_last_error(). A CUDA tensor has device = its ordinal
+ * and stream = the cudaStream_t its data is ready on (NULL: the legacy default stream); the
+ * engine waits for that stream's work at submission, and the handle completes once the output
+ * is written. Other collectives take host tensors only. */
+int threelc_cuda_built(void);
+int threelc_cuda_available(void);
 
 /* Identity; -1 when not initialized. local_*: ranks on this host; cross_*: this host's index
  * among the hosts and the number of hosts (ranks with the same local_rank form a cross group). */

@@ -9,8 +9,10 @@
 #include <string>
 
 #include "api/requests.h"
+#include "gpu/gpu.h"
 #include "runtime/engine.h"
 #include "runtime/engine_error.h"
+#include "threelc/compression/cuda_codec.h"
 #include "threelc/threelc.h"
 
 namespace te = threelc::engine;
@@ -99,6 +101,15 @@ int threelc_shutdown(void) {
 int threelc_is_initialized(void) {
   std::shared_lock lock(engine_mutex);
   return engine ? 1 : 0;
+}
+
+int threelc_cuda_built(void) { return threelc::compression::cuda::built() ? 1 : 0; }
+
+int threelc_cuda_available(void) {
+  const std::string why = te::gpu::unavailable_reason();
+  if (why.empty()) return 1;
+  fail(0, why);
+  return 0;
 }
 
 int threelc_rank(void) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "gpu/gpu.h"
 #include "negotiation/coordinator.h"
 #include "runtime/engine_error.h"
 
@@ -28,9 +29,18 @@ void check_tensor(OpKind kind, const threelc_tensor& t, OpRequest& r) {
     if (t.shape[i] < 0) invalid(kind, "dimension " + std::to_string(i) + " is negative");
     r.shape.push_back(t.shape[i]);
   }
-  if (t.device != THREELC_DEVICE_CPU) {
+  if (t.device < THREELC_DEVICE_CPU) {
     invalid(kind, "device " + std::to_string(t.device) +
-                      ": only host tensors (THREELC_DEVICE_CPU) are supported so far");
+                      " is neither THREELC_DEVICE_CPU (-1) nor a CUDA device ordinal");
+  }
+  if (t.device >= 0) {
+    if (kind != OpKind::kAllreduce) {
+      invalid(kind, "device " + std::to_string(t.device) +
+                        ": only allreduce takes CUDA tensors (stage this one through host memory)");
+    }
+    if (const std::string why = gpu::unavailable_reason(); !why.empty()) {
+      invalid(kind, "device " + std::to_string(t.device) + ": " + why);
+    }
   }
   r.device = t.device;
   if (r.bytes() > 0 && t.data == nullptr) invalid(kind, "data is NULL");
@@ -118,6 +128,7 @@ Operation make_operation(Engine& engine, OpKind kind, const threelc_tensor* tens
     check_tensor(kind, *tensor, r);
     op.input = tensor->data;
     op.output = tensor->output;
+    if (r.device >= 0) op.ready = gpu::record_ready(r.device, tensor->stream);
     if (tensor->name != nullptr && tensor->name[0] != '\0') r.name = tensor->name;
   }
   if (kind == OpKind::kAllreduce || kind == OpKind::kReducescatter) check_reduction(kind, o, r);

@@ -56,8 +56,9 @@ std::vector<Field> fields_of(OpKind kind) {
   if (kind == OpKind::kBroadcast) {
     f.push_back({"root rank", [](const OpRequest& r) { return std::to_string(r.root); }});
   }
+  // Host or CUDA; the ordinal may differ between ranks (each process its own GPU).
   f.push_back({"device", [](const OpRequest& r) {
-                 return r.device < 0 ? std::string("cpu") : "cuda:" + std::to_string(r.device);
+                 return r.device < 0 ? std::string("cpu") : std::string("cuda");
                }});
   return f;
 }

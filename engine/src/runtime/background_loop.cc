@@ -18,9 +18,12 @@ BackgroundLoop::BackgroundLoop(const LoopParts& parts)
       size_(parts.context->size()),
       cache_(parts.settings->cache_capacity),
       executor_(*parts.context,
-                ExecutorOptions{parts.settings->chunk_bytes,
-                                parts.settings->allreduce == AllreduceAlgorithm::kRing,
-                                parts.settings->feedback_limit}) {
+                ExecutorOptions{.chunk_bytes = parts.settings->chunk_bytes,
+                                .ring = parts.settings->allreduce == AllreduceAlgorithm::kRing,
+                                .feedback_limit = parts.settings->feedback_limit,
+                                .nccl = parts.settings->nccl,
+                                .nccl_library = parts.settings->nccl_library,
+                                .timeout = parts.timeout}) {
   if (rank_ == 0) {
     Coordinator::Options options;
     options.size = size_;

@@ -3,6 +3,8 @@
 // executes the same responses in the same order, then completes their handles.
 #pragma once
 
+#include <chrono>
+
 #include <atomic>
 #include <optional>
 #include <string>
@@ -30,6 +32,7 @@ struct LoopParts {
   Timeline* timeline = nullptr;  // nullptr: no timeline on this rank
   Stats* stats = nullptr;        // always set
   TrafficCounters* counters = nullptr;
+  std::chrono::milliseconds timeout{30'000};  // THREELC_TIMEOUT (the transport's)
 };
 
 // Why the loop ended; operations still pending were completed with this code and reason.

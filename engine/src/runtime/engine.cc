@@ -77,6 +77,7 @@ Engine::Engine(HandleTable& handles)
   parts.timeline = timeline_.get();
   parts.stats = &stats_;
   parts.counters = &counters_;
+  parts.timeout = transport_options_.timeout;
   loop_ = std::make_unique<BackgroundLoop>(parts);
   thread_ = std::thread([this] { run_loop(); });
 }

@@ -2,8 +2,11 @@
 // used only by the background thread.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <map>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -11,6 +14,7 @@
 #include "collectives/observer.h"
 #include "collectives/scratch_buffer.h"
 #include "error_feedback.h"
+#include "gpu/gpu.h"
 #include "negotiation/messages.h"
 #include "runtime/handle_table.h"
 #include "runtime/operation.h"
@@ -22,6 +26,9 @@ struct ExecutorOptions {
   size_t chunk_bytes = size_t{1} << 20;
   bool ring = false;              // THREELC_ALLREDUCE=ring for compressed allreduces
   double feedback_limit = 100.0;  // THREELC_FEEDBACK_LIMIT (0: no runaway check)
+  bool nccl = true;               // THREELC_NCCL: uncompressed CUDA allreduces over NCCL
+  std::string nccl_library;       // THREELC_NCCL_LIBRARY (empty: libnccl.so.2)
+  std::chrono::milliseconds timeout{30'000};  // THREELC_TIMEOUT: NCCL's waits
 };
 
 // Tags of the data channels, one range per collective (a collective with N ranks uses
@@ -33,6 +40,7 @@ inline constexpr uint32_t kBroadcastTag = 0x40000;
 inline constexpr uint32_t kAllgatherTag = 0x50000;
 inline constexpr uint32_t kReducescatterTag = 0x60000;
 inline constexpr uint32_t kAlltoallTag = 0x70000;
+inline constexpr uint32_t kNcclBootstrapTag = 0x80000;  // NCCL's unique id, from rank 0
 
 class Executor {
  public:
@@ -52,8 +60,18 @@ class Executor {
   std::vector<FeedbackAlert> take_feedback_alerts() { return std::exchange(alerts_, {}); }
 
  private:
+  // Host tensors (fused_allreduce.cc) or CUDA tensors (device_allreduce.cc).
   void allreduce(const Response& response, std::span<const Operation* const> local,
                  CollectiveObserver* observer);
+  void host_allreduce(const Response& response, std::span<const Operation* const> local,
+                      CollectiveObserver* observer);
+  void device_allreduce(const Response& response, std::span<const Operation* const> local,
+                        CollectiveObserver* observer);
+  // device_allreduce's uncompressed paths (only in a build with CUDA).
+  void nccl_allreduce(const Response& response, std::span<const Operation* const> local,
+                      gpu::DeviceState& device);
+  void staged_allreduce(const Response& response, std::span<const Operation* const> local,
+                        gpu::DeviceState& device, CollectiveObserver* observer);
   void broadcast(const Response& response, const Operation* local, CollectiveObserver* observer);
   OpResult allgather(const Response& response, const Operation* local,
                      CollectiveObserver* observer);
@@ -66,8 +84,9 @@ class Executor {
   ErrorFeedbackStore errors_;
   FeedbackMonitor feedback_;
   std::vector<FeedbackAlert> alerts_;
-  std::vector<std::byte> fusion_buffer_;  // reused across cycles
-  Workspace workspace_;                   // staging buffers, reused across cycles
+  std::vector<std::byte> fusion_buffer_;        // reused across cycles
+  Workspace workspace_;                         // staging buffers, reused across cycles
+  std::map<int, gpu::DeviceStatePtr> devices_;  // per CUDA device, made on first use
 };
 
 }  // namespace threelc::engine

@@ -1,6 +1,7 @@
-// Executor::allreduce: copies a response's tensors into the fusion buffer (fp32 when
+// Executor::host_allreduce: copies a response's tensors into the fusion buffer (fp32 when
 // compressed, their own dtype otherwise), applies prescale, runs push_pull (or the ring, or the
 // raw scatter/reduce/gather), divides for an average, applies postscale and copies out.
+// Executor::allreduce sends CUDA tensors to device_allreduce (gpu/device_allreduce.cc).
 #include <cstring>
 
 #include "collectives/push_pull.h"
@@ -35,6 +36,16 @@ class CopyTimer {
 
 void Executor::allreduce(const Response& response, std::span<const Operation* const> local,
                          CollectiveObserver* observer) {
+  // Every rank agrees on host or device (negotiation checks it), whatever its device ordinal.
+  if (response.tensors[0].device >= 0) {
+    device_allreduce(response, local, observer);
+  } else {
+    host_allreduce(response, local, observer);
+  }
+}
+
+void Executor::host_allreduce(const Response& response, std::span<const Operation* const> local,
+                              CollectiveObserver* observer) {
   const OpRequest& shape = response.tensors[0];
   const ElementType dtype = shape.dtype;
   const int size = context_.size();

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ struct Operation {
   void* output = nullptr;
   Handle handle = 0;
   int64_t submitted_ns = 0;  // steady clock
+  // CUDA tensors: an event recorded on the framework's stream at submission (gpu/gpu.h); the
+  // background thread's stream waits for it before it reads the input.
+  std::shared_ptr<void> ready;
 };
 
 }  // namespace threelc::engine

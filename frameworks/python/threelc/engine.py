@@ -274,6 +274,8 @@ _SIGNATURES = {
     "threelc_init": (ctypes.c_int, []),
     "threelc_shutdown": (ctypes.c_int, []),
     "threelc_is_initialized": (ctypes.c_int, []),
+    "threelc_cuda_built": (ctypes.c_int, []),
+    "threelc_cuda_available": (ctypes.c_int, []),
     "threelc_rank": (ctypes.c_int, []),
     "threelc_size": (ctypes.c_int, []),
     "threelc_local_rank": (ctypes.c_int, []),
@@ -368,6 +370,19 @@ def shutdown() -> None:
 
 def is_initialized() -> bool:
     return bool(_fn("threelc_is_initialized")())
+
+
+def cuda_built() -> bool:
+    """Whether libthreelc.so was built with CUDA (the CUDA 3LC codec, device allreduce)."""
+    return bool(_fn("threelc_cuda_built")())
+
+
+def cuda_unavailable_reason() -> str:
+    """"" when allreduce takes CUDA tensors in this process (:func:`allreduce_device`);
+    otherwise why not (no CUDA in the build, no device visible)."""
+    if _fn("threelc_cuda_available")():
+        return ""
+    return last_error() or "CUDA tensors are not available"
 
 
 def rank() -> int:
@@ -780,6 +795,39 @@ def allreduce(array: np.ndarray, output: Optional[np.ndarray] = None, *,
     kind = "push_pull" if _cfn == "threelc_push_pull" else "allreduce"
     return _submit(_cfn, kind, name, tensor, options, (array, out, shape, raw_name),
                    lambda hid: out)
+
+
+def allreduce_device(data: int, output: int, shape: Sequence[int], dtype: str, device: int,
+                     stream: int = 0, *, name: Optional[str] = None, op=Sum,
+                     prescale: float = 1.0, postscale: float = 1.0, compression=None,
+                     sparsity: Optional[float] = None, keep: tuple = (),
+                     _cfn: str = "threelc_allreduce") -> Handle:
+    """Submits an allreduce of a dense tensor in CUDA device memory: `data` and `output`
+    (device pointers; output may equal data) of `shape` and engine dtype name `dtype`, on
+    CUDA device `device`, ready on `stream` (a cudaStream_t as int; 0: the legacy default
+    stream). `keep` holds whatever owns the memory until the handle completes; ``wait()``
+    returns None once the output is written. Only compressed blocks cross PCIe when 3LC is
+    used (docs/ARCHITECTURE.md)."""
+    if dtype not in DTYPES:
+        raise TypeError(f"dtype {dtype!r} is not one the engine reduces; expected one of "
+                        f"{', '.join(DTYPES)}")
+    dims = [int(d) for d in shape]
+    raw_name = _name_bytes(name)
+    t = _initialized_struct(_Tensor, "threelc_tensor_init")
+    shape_array = (ctypes.c_int64 * max(1, len(dims)))(*dims)
+    t.name = raw_name
+    t.dtype = DTYPES[dtype]
+    t.ndim = len(dims)
+    t.shape = ctypes.cast(shape_array, ctypes.POINTER(ctypes.c_int64))
+    t.data = int(data)
+    t.output = int(output)
+    t.device = int(device)
+    t.stream = int(stream) or None
+    options = _options(op=op, prescale=prescale, postscale=postscale, compression=compression,
+                       sparsity=sparsity)
+    kind = "push_pull" if _cfn == "threelc_push_pull" else "allreduce"
+    return _submit(_cfn, kind, name, t, options, tuple(keep) + (shape_array, raw_name),
+                   lambda hid: None)
 
 
 def push_pull(array: np.ndarray, output: Optional[np.ndarray] = None, **kwargs) -> Handle:

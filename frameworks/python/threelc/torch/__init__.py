@@ -10,9 +10,10 @@
     ...  # train as usual: gradients travel 3LC-compressed, averaged over the ranks
 
 Pure Python over the engine's C ABI (ctypes), so it works with any torch from 1.13 on; CPU
-tensors are passed to the engine without copies. Tensors on a CUDA device are staged
-through host memory for now (the engine's GPU path is a later issue). Start the ranks with
-``threelcrun -np N python train.py``.
+tensors are passed to the engine without copies. CUDA tensors reach allreduce (and the DDP
+hook) as device memory with their current stream, where libthreelc.so was built with CUDA and
+sees a device; other collectives, and allreduce elsewhere, stage them through host memory.
+Start the ranks with ``threelcrun -np N python train.py``.
 
 DistributedDataParallel users add one line instead (:mod:`.ddp`)::
 
@@ -110,7 +111,9 @@ def nccl_built() -> int:
 
 
 def cuda_built() -> bool:
-    return False
+    """Whether libthreelc.so was built with CUDA (allreduce then takes CUDA tensors as device
+    memory where a device is visible)."""
+    return _engine.cuda_built()
 
 
 def rocm_built() -> bool:

@@ -2,19 +2,24 @@
 
 Nothing here is compiled against torch: a CPU tensor reaches the engine as a numpy view of its
 own memory (``tensor.numpy()``), so in-place operations write into the tensor itself. bfloat16,
-which numpy lacks, travels as its int16 bit patterns with ``dtype="bfloat16"``. A tensor on
-another device (CUDA) is staged through a host copy until the engine takes device pointers
-(the GPU issue); a non-contiguous tensor is staged through a contiguous copy.
+which numpy lacks, travels as its int16 bit patterns with ``dtype="bfloat16"``. A CUDA tensor
+reaches allreduce as a device pointer with its stream (:func:`cuda_allreduce_ready`) when the
+engine takes CUDA tensors; other collectives, and allreduce where the engine cannot (no CUDA in
+the build, no device), stage it through a host copy. A non-contiguous tensor is staged through
+a contiguous copy.
 """
 
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections import defaultdict
 from typing import Optional, Tuple
 
 import numpy as np
 import torch
+
+from .. import engine as _engine
 
 # The engine's eight element types (threelc_dtype), as torch dtypes.
 SUPPORTED_DTYPES = (torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16,
@@ -106,4 +111,55 @@ class HostStage:
         if self.staged:
             with torch.no_grad():
                 self.original.copy_(self.host)
+        return self.original
+
+
+_cuda_reason: Optional[str] = None  # None: not asked yet; "": CUDA tensors go to the engine
+
+
+def cuda_allreduce_ready(tensor: torch.Tensor) -> bool:
+    """Whether allreduce hands `tensor` (on a CUDA device) to the engine as device memory.
+    Where the engine cannot take CUDA tensors, warns once why and returns False: the tensor is
+    then staged through host memory."""
+    global _cuda_reason
+    if tensor.device.type != "cuda":
+        return False
+    if _cuda_reason is None:
+        _cuda_reason = _engine.cuda_unavailable_reason()
+        if _cuda_reason:
+            warnings.warn(f"threelc: CUDA tensors are staged through host memory: "
+                          f"{_cuda_reason}", RuntimeWarning, stacklevel=3)
+    return _cuda_reason == ""
+
+
+def engine_dtype(dtype: torch.dtype) -> str:
+    """The engine's name of a reducible torch dtype ("float32", "bfloat16", ...)."""
+    return str(dtype).rsplit(".", 1)[-1]
+
+
+class DeviceWork:
+    """The contiguous CUDA tensor the engine works on for `tensor`, and the way back: the
+    tensor itself when contiguous, else a contiguous copy on the same device."""
+
+    __slots__ = ("original", "work")
+
+    def __init__(self, tensor: torch.Tensor):
+        self.original = tensor
+        t = tensor.detach()
+        self.work = t if t.is_contiguous() else t.contiguous()
+
+    def submit(self, out: torch.Tensor, **kwargs):
+        """threelc.engine.allreduce_device of `work` into `out` (same shape, dtype, device),
+        ready on the current stream of the tensor's device."""
+        w = self.work
+        stream = torch.cuda.current_stream(w.device).cuda_stream
+        return _engine.allreduce_device(w.data_ptr(), out.data_ptr(), tuple(w.shape),
+                                        engine_dtype(w.dtype), w.device.index, stream,
+                                        keep=(w, out), **kwargs)
+
+    def copy_back(self) -> torch.Tensor:
+        """After an in-place allreduce of `work`: the original tensor, holding the result."""
+        if self.work.data_ptr() != self.original.data_ptr():
+            with torch.no_grad():
+                self.original.copy_(self.work)
         return self.original

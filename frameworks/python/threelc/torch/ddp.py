@@ -115,6 +115,8 @@ def ddp_comm_hook(state: DDPHookState,
     with ``model.register_comm_hook(state, threelc.torch.ddp_comm_hook)``."""
     buffer = bucket.buffer()
     _tensors.check_tensor(buffer, "the DDP bucket", reducing=True)
+    if _tensors.cuda_allreduce_ready(buffer):
+        return _device_bucket(state, bucket, buffer)
     stage = _tensors.HostStage(buffer)
     flat, dtype = _tensors.array_of(stage.host)
     handles = []
@@ -127,6 +129,22 @@ def ddp_comm_hook(state: DDPHookState,
         handles.append(_engine.allreduce(part, part, name=name, op=Average,
                                          compression=wire, dtype=dtype))
     return _completion.when_done(handles, stage.copy_back, state.timeout,
+                                 f"DDP bucket {bucket.index()}")
+
+
+def _device_bucket(state: DDPHookState, bucket: dist.GradBucket, buffer: torch.Tensor):
+    """The hook on a CUDA bucket: each gradient's part of the flat buffer is averaged in place
+    as device memory (only 3LC blocks cross PCIe)."""
+    work = _tensors.DeviceWork(buffer)
+    flat = work.work.view(-1)
+    handles = []
+    for name, (offset, count) in zip(state.names_of(bucket), _layout(bucket, buffer)):
+        part = flat[offset:offset + count]
+        wire = (state._compressed if part.numel() * part.element_size() >= state.min_compress_bytes
+                else _engine.Compression.none)
+        handles.append(_tensors.DeviceWork(part).submit(part, name=name, op=Average,
+                                                        compression=wire))
+    return _completion.when_done(handles, work.copy_back, state.timeout,
                                  f"DDP bucket {bucket.index()}")
 
 

@@ -117,6 +117,12 @@ def _allreduce_submit(tensor: torch.Tensor, in_place: bool, name: Optional[str],
                       cfn: str = "threelc_allreduce"):
     """(engine handle, finish) for one allreduce of `tensor`."""
     _tensors.check_tensor(tensor, reducing=True)
+    if _tensors.cuda_allreduce_ready(tensor):
+        work = _tensors.DeviceWork(tensor)
+        out = work.work if in_place else torch.empty_like(work.work)
+        inner = work.submit(out, name=name, op=op, prescale=prescale_factor,
+                            postscale=postscale_factor, compression=wire, _cfn=cfn)
+        return inner, (lambda _value: work.copy_back()) if in_place else (lambda _value: out)
     stage = _tensors.HostStage(tensor)
     out = stage.host if in_place else torch.empty_like(stage.host)
     array, dtype = _tensors.array_of(stage.host)
