@@ -10,6 +10,11 @@
 //
 // THREELC_PROBE_MODE=malformed (test only, 2 ranks): rank 1 sends rank 0 a garbage push block;
 // rank 0 must get a CollectiveError naming rank 1 (printed as "ERROR <peer> <message>").
+//
+// THREELC_PROBE_MODE=foreign: push_pull_sum on values and residuals behind addresses the CPU
+// cannot dereference (non-canonical x86-64 pointers), reached only through a BlockCodec, as
+// device memory is with the CUDA codec; every iteration must equal, bit for bit, the host path
+// on the same input (exit 2 otherwise; a direct access would crash the probe).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/block_codec.h"
 #include "collectives/push_pull.h"
 #include "error_feedback.h"
 #include "probe_support.h"
@@ -120,6 +126,83 @@ int run_case(tt::Context& ctx, te::ErrorFeedbackStore& store, const Case& c, boo
   return 0;
 }
 
+// A codec whose values live behind kBase + byte offset into `arena`: push_pull can only reach
+// them through it.
+class ForeignMemoryCodec final : public te::BlockCodec {
+ public:
+  static constexpr uintptr_t kBase = uintptr_t{0x8000} << 48;  // non-canonical: any access faults
+
+  explicit ForeignMemoryCodec(size_t floats) : arena_(floats, 0.0f) {}
+  float* foreign(size_t offset) const { return reinterpret_cast<float*>(kBase + 4 * offset); }
+  float* real(const float* p) {
+    return arena_.data() + (reinterpret_cast<uintptr_t>(p) - kBase) / 4;
+  }
+
+  bool host_values() const override { return false; }
+  threelc::compression::Status encode(const float* values, size_t count, float* error,
+                                      bool compress, float sparsity, std::span<uint8_t> out,
+                                      threelc::compression::EncodedBlock* result) override {
+    return host_.encode(real(values), count, error ? real(error) : nullptr, compress, sparsity, out,
+                        result);
+  }
+  threelc::compression::Status decode(std::span<const uint8_t> block, size_t count, bool add,
+                                      float* dst) override {
+    return host_.decode(block, count, add, real(dst));
+  }
+  void copy(float* dst, const float* src, size_t count) override {
+    host_.copy(real(dst), real(src), count);
+  }
+
+ private:
+  te::HostBlockCodec host_;
+  std::vector<float> arena_;
+};
+
+int foreign(tt::Context& ctx) {
+  const std::vector<size_t> sizes = {5, 0, 20481, 7919, 100000};
+  std::vector<te::TensorSlice> tensors;
+  size_t total = 0;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    tensors.push_back({"foreign/t" + std::to_string(t), total, sizes[t]});
+    total += sizes[t];
+  }
+  // Arena: the fused values, then one residual per tensor.
+  ForeignMemoryCodec codec(2 * total);
+  std::vector<float*> residuals;
+  for (const auto& t : tensors) residuals.push_back(codec.foreign(total + t.offset));
+  te::ErrorFeedbackStore store;
+  std::vector<float> host(total);
+  te::PushPullOptions options;
+  options.chunk_bytes = 8192;
+  for (int it = 0; it < 5; ++it) {
+    float* values = codec.real(codec.foreign(0));
+    for (size_t i = 0; i < total; ++i) {
+      host[i] = values[i] = value(ctx.rank(), i % 7, i, it) * 0.37f;
+    }
+    te::push_pull_sum(ctx, host, tensors, store, options);
+    te::PushPullOptions via_codec = options;
+    via_codec.codec = &codec;
+    const std::span<float> fused(codec.foreign(0), total);
+    te::push_pull_sum(ctx, fused, fused, tensors, residuals, via_codec);
+    for (size_t i = 0; i < total; ++i) {
+      uint32_t a, b;
+      std::memcpy(&a, &values[i], 4);
+      std::memcpy(&b, &host[i], 4);
+      if (a != b) {
+        std::fprintf(stderr,
+                     "rank %d iteration %d: element %zu is %g through the codec, %g on "
+                     "the host\n",
+                     ctx.rank(), it, i, values[i], host[i]);
+        return 2;
+      }
+    }
+  }
+  std::printf(
+      "HASH foreign %016llx\n",
+      static_cast<unsigned long long>(ts::fnv1a(std::as_bytes(std::span<const float>(host)))));
+  return 0;
+}
+
 int malformed(tt::Context& ctx) {
   std::vector<float> fused(1000, 1.0f);
   const std::vector<te::TensorSlice> tensors = {{"w", 0, fused.size()}};
@@ -137,6 +220,7 @@ int main() {
     auto ctx = tt::connect(tt::options_from_environment());
     const char* mode = std::getenv("THREELC_PROBE_MODE");
     if (mode != nullptr && std::strcmp(mode, "malformed") == 0) return malformed(*ctx);
+    if (mode != nullptr && std::strcmp(mode, "foreign") == 0) return foreign(*ctx);
     te::ErrorFeedbackStore store;
     const std::vector<size_t> fused = {5, 0, 20481, 1, 7919, 4, 6, 100000};
     const std::vector<Case> cases = {

@@ -42,6 +42,13 @@ TEST(PushPull, MalformedBlockIsAnErrorNamingThePeer) {
                                 "malformed push block from rank 1");
 }
 
+// Values and residuals reachable only through a BlockCodec (as device memory is): the same bits as
+// the host path, and no direct access (the probe would crash).
+TEST(PushPull, ValuesBehindACodecGiveTheHostPathsBits) {
+  const auto ranks = run_job(3, std::chrono::seconds(60), "foreign");
+  EXPECT_EQ(ts::expect_same_hashes(ranks).size(), 1u) << ts::read_file(ranks[0].log);
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, PushPullJob, ::testing::Values(1, 2, 3, 4, 5),
                          [](const auto& p) { return std::to_string(p.param) + "ranks"; });
 

@@ -116,7 +116,10 @@ void Executor::device_allreduce(const Response& response, std::span<const Operat
   std::vector<FeedbackSample> feedback;
   if (size > 1) {
     feedback.resize(slices.size());
-    for (size_t i = 0; i < slices.size(); ++i) feedback[i] = feedback_.next_sample(slices[i].name);
+    for (size_t i = 0; i < slices.size(); ++i) {
+      feedback[i] = feedback_.next_sample(slices[i].name);
+      feedback[i].measure = false;  // magnitudes need host memory: raw blocks only
+    }
   }
   gpu::DeviceBlockCodec codec(d.workspace, d.stream);
   PushPullOptions options;
