@@ -133,7 +133,10 @@ class ForeignMemoryCodec final : public te::BlockCodec {
   static constexpr uintptr_t kBase = uintptr_t{0x8000} << 48;  // non-canonical: any access faults
 
   explicit ForeignMemoryCodec(size_t floats) : arena_(floats, 0.0f) {}
-  float* foreign(size_t offset) const { return reinterpret_cast<float*>(kBase + 4 * offset); }
+  float* foreign(size_t offset) const {
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): an address no code may dereference, on purpose
+    return reinterpret_cast<float*>(kBase + 4 * offset);
+  }
   float* real(const float* p) {
     return arena_.data() + (reinterpret_cast<uintptr_t>(p) - kBase) / 4;
   }
@@ -169,6 +172,7 @@ int foreign(tt::Context& ctx) {
   // Arena: the fused values, then one residual per tensor.
   ForeignMemoryCodec codec(2 * total);
   std::vector<float*> residuals;
+  residuals.reserve(tensors.size());
   for (const auto& t : tensors) residuals.push_back(codec.foreign(total + t.offset));
   te::ErrorFeedbackStore store;
   std::vector<float> host(total);

@@ -6,7 +6,9 @@
 // skips, naming the reason, where there is no usable CUDA device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <array>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -217,7 +219,7 @@ std::vector<float> random_values(size_t n, uint32_t seed, float stddev = 1.0f) {
   return x;
 }
 
-const std::vector<size_t> kSizes = {
+constexpr std::array<size_t, 8> kSizes = {
     0, 1, 5, kTileValues - 1, kTileValues, kTileValues + 1, 3 * kTileValues + 7, size_t{1} << 20};
 
 TEST_F(CudaCodecTest, RandomInputGivesTheCpuBlockAndError) {
