@@ -255,6 +255,15 @@ constexpr Row kRows[] = {
        s.nccl_library = std::string(value);
        return true;
      }},
+    {{"THREELC_HIERARCHICAL", "0", "0 or 1",
+      "1: compressed allreduces are summed exactly inside each host (reduce-scatter; NCCL for "
+      "CUDA tensors), 3LC runs only between hosts, and an allgather inside each host follows; "
+      "needs the same number (> 1) of ranks on every host, else it is ignored with a warning"},
+     [](std::string_view value, EngineSettings& s) {
+       if (value != "0" && value != "1") return false;
+       s.hierarchical = value == "1";
+       return true;
+     }},
 };
 
 constexpr auto kDocRows = [] {

@@ -62,6 +62,9 @@ struct EngineSettings {
   size_t cache_capacity = 1024;
   // THREELC_NCCL: uncompressed allreduces of CUDA tensors over NCCL (else staged via the host).
   bool nccl = true;
+  // THREELC_HIERARCHICAL: compressed allreduces sum inside each host first (exactly) and run
+  // 3LC only between hosts, when every host runs the same number (> 1) of ranks.
+  bool hierarchical = false;
   // THREELC_NCCL_LIBRARY: the NCCL library to load; empty: libnccl.so.2.
   std::string nccl_library;
 };

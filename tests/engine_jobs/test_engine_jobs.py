@@ -150,6 +150,27 @@ def test_compressed_error_feedback(n, algorithm):
     assert [l.split()[1] for l in job.hashes()[0]] == ["ef/10", "ef/100"], job.describe()
 
 
+@pytest.mark.parametrize("n,per_host,algorithm", [(4, 4, "push_pull"), (4, 2, "push_pull"),
+                                                   (4, 2, "ring"), (6, 3, "push_pull"),
+                                                   (3, 2, "push_pull")])
+def test_hierarchical_allreduce(n, per_host, algorithm):
+    """THREELC_HIERARCHICAL=1 with n ranks, per_host of them per (THREELC_HOSTNAME) host."""
+    job = assert_ok(run_job(n, "hierarchical", per_host, env={"THREELC_ALLREDUCE": algorithm,
+                                                                "THREELC_LOG_LEVEL": "info"}))
+    warned = [l for l in job.stderr.splitlines() if "THREELC_HIERARCHICAL=1 ignored" in l]
+    if n % per_host:
+        assert any(l.startswith("[0]") and "different numbers of ranks" in l for l in warned), \
+            job.describe()
+    else:
+        assert not warned, job.describe()
+        groups = [l for l in job.stderr.splitlines() if "hierarchical allreduce:" in l]
+        assert len(groups) == n, job.describe()
+        # rank 1 shares a host with rank 0; its peers on other hosts are 1 + k * per_host
+        peers = ",".join(str(1 + k * per_host) for k in range(n // per_host))
+        assert any(l.startswith("[1]") and f"across hosts with ranks {peers}" in l
+                   for l in groups), job.describe()
+
+
 @pytest.mark.parametrize("n", [3, 4])
 def test_200_async_tensors_in_random_order(n):
     job = assert_ok(run_job(n, "async"))

@@ -1242,6 +1242,81 @@ def case_feedback_checkpoint():
         f"concurrent saves")
 
 
+def case_hierarchical():
+    """THREELC_HIERARCHICAL=1 on hosts told apart by THREELC_HOSTNAME, argv[2] ranks per host.
+
+    One host: only the exact steps inside the host run, so a compressed sum of fused tensors
+    equals the fp32 sum folded in rank order, bit for bit (the flat push_pull would quantize).
+    Several hosts of equal size: 3LC runs only across hosts on the host sums, so the first
+    step is not exact, and the running sum of 100 steps of an Average stays within the bound of
+    push_pull (or the ring) on H ranks whose inputs are host sums of L ranks. Hosts of unequal
+    size: the setting is ignored (rank 0 warns) and the bound is the flat one."""
+    per_host = int(sys.argv[2])
+    algorithm = os.environ.get("THREELC_ALLREDUCE", "push_pull")
+    os.environ["THREELC_HOSTNAME"] = f"host{RANK // per_host}"
+    os.environ["THREELC_HIERARCHICAL"] = "1"
+    hosts = (SIZE + per_host - 1) // per_host
+    even = SIZE % per_host == 0 and per_host > 1
+    hvd.init()
+    check(hvd.cross_size() == hosts and hvd.cross_rank() == RANK // per_host,
+          lambda: f"cross rank/size {hvd.cross_rank()}/{hvd.cross_size()}, expected "
+                  f"{RANK // per_host}/{hosts}")
+
+    # fused tensors of awkward lengths: segments cut through them
+    lengths = [1001, 7, 100_003, 3]
+    data = [[ints(r, (n,), -8, 8, salt=k).astype(np.float32) for r in range(SIZE)]
+            for k, n in enumerate(lengths)]
+    handles = [hvd.allreduce_async(data[k][RANK], name=f"hi/{k}", op=hvd.Sum,
+                                   compression=hvd.Compression.threelc)
+               for k in range(len(lengths))]
+    h = hashlib.sha256()
+    exact = True
+    for k, handle in enumerate(handles):
+        got = hvd.synchronize(handle)
+        folded = data[k][0].copy()
+        for r in range(1, SIZE):
+            folded += data[k][r]  # fp32, in rank order
+        h.update(got.tobytes())
+        exact = exact and np.array_equal(got, folded)
+    out(f"HASH hi/fused {h.hexdigest()[:32]}")
+    if hosts == 1 and even:
+        check(exact, "one host: the hierarchical sum is not the exact fp32 sum in rank order")
+    elif SIZE > 1:
+        check(not exact, "several hosts: the sum was exact, nothing crossed hosts compressed")
+
+    if even:
+        bound = drift_bound_sum(hosts, algorithm, per_host * X) / SIZE
+    else:
+        bound = drift_bound_sum(SIZE, algorithm) / SIZE
+    slack = 1e-2
+    n = 100_003
+    i = np.arange(n, dtype=np.int64)
+    cum_out = np.zeros(n)
+    cum_exact = np.zeros(n)
+    h = hashlib.sha256()
+    worst = 0.0
+    for step in range(100):
+        k = i * 31 + (i >> 7) + (step % 2) * 5
+
+        def values(r):
+            return ((k + r * 7919) % 17 - 8).astype(np.float32)
+
+        got = hvd.allreduce(values(RANK), name="hi/w", op=hvd.Average,
+                            compression=hvd.Compression.threelc)
+        h.update(got.tobytes())
+        cum_out += got
+        cum_exact += np.sum([values(r).astype(np.float64) for r in range(SIZE)], axis=0) / SIZE
+        drift = float(np.max(np.abs(cum_out - cum_exact)))
+        worst = max(worst, drift)
+        check(drift <= bound + slack,
+              lambda: f"{algorithm} step {step + 1}: running-sum drift {drift} exceeds the "
+                      f"bound {bound} ({hosts} hosts of {per_host})")
+    out(f"HASH hi/100 {h.hexdigest()[:32]}")
+    out(f"STAT hierarchical {algorithm} N={SIZE} per_host={per_host} worst {worst:.4f} "
+        f"bound {bound:.4f}")
+    hvd.shutdown()
+
+
 CASES = {
     "sizes": case_sizes,
     "dtypes_ops": case_dtypes_ops,
@@ -1262,6 +1337,7 @@ CASES = {
     "feedback_runaway": case_feedback_runaway,
     "feedback_nan": case_feedback_nan,
     "feedback_checkpoint": case_feedback_checkpoint,
+    "hierarchical": case_hierarchical,
 }
 
 

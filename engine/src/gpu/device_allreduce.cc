@@ -3,7 +3,10 @@
 // - Compressed: the tensors are widened and fused into an fp32 buffer on the device (or the
 //   single fp32 tensor is reduced in its output), push_pull runs with the CUDA codec (only 3LC
 //   blocks cross PCIe to the host transport; decode-accumulate happens on the device), the
-//   residuals stay on the device; average, postscale and narrowing follow on the device.
+//   residuals stay on the device; average, postscale and narrowing follow on the device. With
+//   THREELC_HIERARCHICAL (and NCCL) the host's ranks first reduce-scatter the buffer over NCCL,
+//   push_pull runs on each rank's segment with its peers on the other hosts, and an NCCL
+//   allgather inside the host follows (collectives/hierarchical.h).
 // - Uncompressed: NCCL on the device (THREELC_NCCL=1, no rank joined, no prescale or
 //   postscale, an op NCCL computes as we do); otherwise staged through host memory and reduced
 //   by host_allreduce, which then does the joined ranks' identities and the scaling.
@@ -12,13 +15,16 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
+#include "collectives/hierarchical.h"
 #include "collectives/push_pull.h"
 #include "gpu/cuda_error.h"
 #include "gpu/device_block_codec.h"
 #include "gpu/device_state.h"
 #include "gpu/elementwise.h"
+#include "gpu/nccl_local_exchange.h"
 #include "runtime/executor.h"
 
 namespace threelc::engine {
@@ -91,11 +97,26 @@ void Executor::device_allreduce(const Response& response, std::span<const Operat
     slices.push_back({t.name, total, t.element_count()});
     total += t.element_count();
   }
-  const bool in_place =
-      response.tensors.size() == 1 && local[0] != nullptr && dtype == ElementType::kFloat32;
+  // THREELC_HIERARCHICAL inside the host over NCCL, in a buffer padded to equal segments.
+  // Without NCCL (THREELC_NCCL=0, or no nccl.h) every rank runs flat alike.
+  std::optional<HierarchicalSegment> segment;
+  size_t padded = total;
+  if (options_.hierarchical && options_.nccl &&
+      gpu::NcclComm::supports(ElementType::kFloat32, ReduceOp::kSum)) {
+    const size_t parts = options_.hierarchical->local.size();
+    padded = (total + parts - 1) / parts * parts;
+    segment = hierarchical_segment(slices, padded, parts,
+                                   static_cast<size_t>(options_.hierarchical->local_index));
+  }
+  const bool in_place = !segment && response.tensors.size() == 1 && local[0] != nullptr &&
+                        dtype == ElementType::kFloat32;
   const bool direct = in_place && shape.prescale == 1.0;
   float* buffer = in_place ? static_cast<float*>(local[0]->output)
-                           : static_cast<float*>(d.fusion.reserve(total * sizeof(float)));
+                           : static_cast<float*>(d.fusion.reserve(padded * sizeof(float)));
+  if (padded > total) {
+    gpu::check_cuda(cudaMemsetAsync(buffer + total, 0, (padded - total) * sizeof(float), d.stream),
+                    "zeroing the padding");
+  }
   for (size_t i = 0; i < slices.size() && !direct; ++i) {
     float* dst = buffer + slices[i].offset;
     const size_t count = slices[i].count;
@@ -110,14 +131,17 @@ void Executor::device_allreduce(const Response& response, std::span<const Operat
     }
   }
 
+  const std::span<const TensorSlice> compressed =
+      segment ? std::span<const TensorSlice>(segment->slices) : slices;
+  transport::Context& across = segment ? *cross_ranks_ : context_;
   std::vector<float*> residuals;
-  for (const TensorSlice& t : slices)
+  for (const TensorSlice& t : compressed)
     residuals.push_back(d.residuals.get(t.name, t.count, d.stream));
   std::vector<FeedbackSample> feedback;
-  if (size > 1) {
-    feedback.resize(slices.size());
-    for (size_t i = 0; i < slices.size(); ++i) {
-      feedback[i] = feedback_.next_sample(slices[i].name);
+  if (across.size() > 1) {
+    feedback.resize(compressed.size());
+    for (size_t i = 0; i < compressed.size(); ++i) {
+      feedback[i] = feedback_.next_sample(compressed[i].name);
       feedback[i].measure = false;  // magnitudes need host memory: raw blocks only
     }
   }
@@ -130,12 +154,25 @@ void Executor::device_allreduce(const Response& response, std::span<const Operat
   options.workspace = &workspace_;
   options.feedback = feedback;
   options.codec = &codec;
-  options.tag_base = kPushPullTag;
-  const std::span<const float> input(direct ? static_cast<const float*>(local[0]->input) : buffer,
-                                     total);
-  push_pull_sum(context_, input, std::span<float>(buffer, total), slices, residuals, options);
+  if (segment) {
+    if (!d.local_nccl) {
+      d.local_nccl = gpu::NcclComm::create(*local_ranks_, d.device, options_.nccl_library,
+                                           options_.timeout, kHierarchicalNcclTag);
+    }
+    gpu::NcclLocalExchange exchange(*d.local_nccl, options_.hierarchical->local_index, d.stream);
+    options.tag_base = kHierarchicalTag + 2;
+    hierarchical_sum(exchange, std::span<float>(buffer, padded), *segment,
+                     [&](std::span<const float> in, std::span<float> out) {
+                       push_pull_sum(*cross_ranks_, in, out, segment->slices, residuals, options);
+                     });
+  } else {
+    options.tag_base = kPushPullTag;
+    const std::span<const float> input(direct ? static_cast<const float*>(local[0]->input) : buffer,
+                                       total);
+    push_pull_sum(context_, input, std::span<float>(buffer, total), slices, residuals, options);
+  }
   for (size_t i = 0; i < feedback.size(); ++i) {
-    feedback_.step_done(slices[i].name, shape.sparsity, feedback[i], alerts_);
+    feedback_.step_done(compressed[i].name, shape.sparsity, feedback[i], alerts_);
   }
 
   for (size_t i = 0; i < slices.size(); ++i) {

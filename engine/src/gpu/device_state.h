@@ -1,6 +1,6 @@
 // Internal to gpu/: what the background thread keeps per CUDA device across collectives: its
 // own non-blocking stream, the fusion buffer, the residuals of compressed tensors, the CUDA
-// codec's workspace, and the NCCL communicator once an uncompressed allreduce needed it.
+// codec's workspace, and the NCCL communicators once an allreduce needed them.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,6 +26,7 @@ struct DeviceState {
   DeviceResiduals residuals;
   compression::cuda::Workspace workspace;
   std::unique_ptr<NcclComm> nccl;
+  std::unique_ptr<NcclComm> local_nccl;  // THREELC_HIERARCHICAL: among this host's ranks
 };
 
 }  // namespace threelc::engine::gpu

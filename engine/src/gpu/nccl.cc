@@ -20,6 +20,10 @@ struct NcclLibrary {
   ncclResult_t (*get_async_error)(ncclComm_t, ncclResult_t*) = nullptr;
   ncclResult_t (*all_reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
                              cudaStream_t) = nullptr;
+  ncclResult_t (*reduce_scatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                                 ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*all_gather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
+                             cudaStream_t) = nullptr;
   ncclResult_t (*abort)(ncclComm_t) = nullptr;
   ncclResult_t (*destroy)(ncclComm_t) = nullptr;
   const char* (*error_string)(ncclResult_t) = nullptr;
@@ -48,6 +52,8 @@ const NcclLibrary& library(const std::string& path = {}) {
     resolve(handle, "ncclCommInitRankConfig", &lib.init_rank_config, lib.why_not);
     resolve(handle, "ncclCommGetAsyncError", &lib.get_async_error, lib.why_not);
     resolve(handle, "ncclAllReduce", &lib.all_reduce, lib.why_not);
+    resolve(handle, "ncclReduceScatter", &lib.reduce_scatter, lib.why_not);
+    resolve(handle, "ncclAllGather", &lib.all_gather, lib.why_not);
     resolve(handle, "ncclCommAbort", &lib.abort, lib.why_not);
     resolve(handle, "ncclCommDestroy", &lib.destroy, lib.why_not);
     resolve(handle, "ncclGetErrorString", &lib.error_string, lib.why_not);
@@ -134,6 +140,16 @@ struct NcclComm::Impl {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
+
+  // Waits until the collective just queued on `stream` is done.
+  void finish(const char* what, cudaStream_t stream) {
+    wait(what, [stream, what] {
+      const cudaError_t state = cudaStreamQuery(stream);
+      if (state == cudaErrorNotReady) return false;
+      check_cuda(state, what);
+      return true;
+    });
+  }
 };
 
 NcclComm::NcclComm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -180,12 +196,22 @@ void NcclComm::allreduce(const void* send, void* recv, size_t count, ElementType
   check_nccl(
       library().all_reduce(send, recv, count, nccl_type(type), nccl_op(op), impl_->comm, stream),
       "ncclAllReduce");
-  impl_->wait("allreduce", [stream] {
-    const cudaError_t state = cudaStreamQuery(stream);
-    if (state == cudaErrorNotReady) return false;
-    check_cuda(state, "the NCCL allreduce's stream");
-    return true;
-  });
+  impl_->finish("allreduce", stream);
+}
+
+void NcclComm::reduce_scatter(const void* send, void* recv, size_t recv_count, ElementType type,
+                              ReduceOp op, cudaStream_t stream) {
+  check_nccl(library().reduce_scatter(send, recv, recv_count, nccl_type(type), nccl_op(op),
+                                      impl_->comm, stream),
+             "ncclReduceScatter");
+  impl_->finish("reduce-scatter", stream);
+}
+
+void NcclComm::allgather(const void* send, void* recv, size_t send_count, ElementType type,
+                         cudaStream_t stream) {
+  check_nccl(library().all_gather(send, recv, send_count, nccl_type(type), impl_->comm, stream),
+             "ncclAllGather");
+  impl_->finish("allgather", stream);
 }
 
 }  // namespace threelc::engine::gpu

@@ -39,6 +39,14 @@ class NcclComm {
   // have failed; the communicator is then aborted).
   void allreduce(const void* send, void* recv, size_t count, ElementType type, ReduceOp op,
                  cudaStream_t stream);
+  // recv (recv_count elements) = this rank's part of the reduction of every rank's send
+  // (size() * recv_count elements); in place when recv is send + rank * recv_count. Waits.
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, ElementType type,
+                      ReduceOp op, cudaStream_t stream);
+  // recv (size() * send_count elements) = every rank's send, in rank order; in place when send
+  // is recv + rank * send_count. Waits.
+  void allgather(const void* send, void* recv, size_t send_count, ElementType type,
+                 cudaStream_t stream);
 
  private:
   struct Impl;

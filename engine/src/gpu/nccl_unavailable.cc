@@ -1,5 +1,6 @@
 // NcclComm in a build with CUDA but without nccl.h: uncompressed CUDA allreduces are staged
-// through host memory (supports() is false), so create() and allreduce() are never reached.
+// through host memory and hierarchical ones run flat (supports() is false), so nothing but
+// supports() is ever reached.
 #include "gpu/nccl.h"
 #include "runtime/engine_error.h"
 #include "threelc/threelc.h"
@@ -21,6 +22,14 @@ std::unique_ptr<NcclComm> NcclComm::create(transport::Context& /*context*/, int 
 }
 
 void NcclComm::allreduce(const void*, void*, size_t, ElementType, ReduceOp, cudaStream_t) {
+  throw EngineError(THREELC_EINTERNAL, "NCCL: this build found no nccl.h");
+}
+
+void NcclComm::reduce_scatter(const void*, void*, size_t, ElementType, ReduceOp, cudaStream_t) {
+  throw EngineError(THREELC_EINTERNAL, "NCCL: this build found no nccl.h");
+}
+
+void NcclComm::allgather(const void*, void*, size_t, ElementType, cudaStream_t) {
   throw EngineError(THREELC_EINTERNAL, "NCCL: this build found no nccl.h");
 }
 

@@ -23,7 +23,8 @@ BackgroundLoop::BackgroundLoop(const LoopParts& parts)
                                 .feedback_limit = parts.settings->feedback_limit,
                                 .nccl = parts.settings->nccl,
                                 .nccl_library = parts.settings->nccl_library,
-                                .timeout = parts.timeout}) {
+                                .timeout = parts.timeout,
+                                .hierarchical = parts.hierarchical}) {
   if (rank_ == 0) {
     Coordinator::Options options;
     options.size = size_;

@@ -33,6 +33,7 @@ struct LoopParts {
   Stats* stats = nullptr;        // always set
   TrafficCounters* counters = nullptr;
   std::chrono::milliseconds timeout{30'000};  // THREELC_TIMEOUT (the transport's)
+  std::optional<HostGroups> hierarchical;     // THREELC_HIERARCHICAL in effect: the groups
 };
 
 // Why the loop ended; operations still pending were completed with this code and reason.

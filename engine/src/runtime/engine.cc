@@ -78,11 +78,39 @@ Engine::Engine(HandleTable& handles)
   parts.stats = &stats_;
   parts.counters = &counters_;
   parts.timeout = transport_options_.timeout;
+  parts.hierarchical = hierarchical_groups();
   loop_ = std::make_unique<BackgroundLoop>(parts);
   thread_ = std::thread([this] { run_loop(); });
 }
 
 Engine::~Engine() { shutdown(); }
+
+std::optional<HostGroups> Engine::hierarchical_groups() const {
+  if (!settings_.hierarchical) return std::nullopt;
+  std::string why_not;
+  std::optional<HostGroups> groups = host_groups(identity_, why_not);
+  if (!groups) {
+    // Every rank knows every host, so every rank decides alike; rank 0 says it once.
+    if (identity_.rank == 0) {
+      log_.log(LogLevel::kWarning, "THREELC_HIERARCHICAL=1 ignored: " + why_not +
+                                       "; compressed allreduces run over all ranks at once");
+    }
+    return std::nullopt;
+  }
+  if (log_.enabled(LogLevel::kInfo)) {
+    auto list = [](const std::vector<int>& ranks) {
+      std::string s;
+      for (int r : ranks) {
+        if (!s.empty()) s += ',';
+        s += std::to_string(r);
+      }
+      return s;
+    };
+    log_.log(LogLevel::kInfo, "hierarchical allreduce: this host's ranks " + list(groups->local) +
+                                  ", across hosts with ranks " + list(groups->cross));
+  }
+  return groups;
+}
 
 void Engine::run_loop() {
   LoopStop stop = loop_->run(shutdown_requested_);

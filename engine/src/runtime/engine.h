@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,6 +59,8 @@ class Engine {
 
  private:
   void run_loop();
+  // The groups of THREELC_HIERARCHICAL when it is set and the hosts allow it (logs why not).
+  std::optional<HostGroups> hierarchical_groups() const;
 
   EngineSettings settings_;
   transport::Options transport_options_;

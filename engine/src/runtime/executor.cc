@@ -31,6 +31,16 @@ std::vector<int64_t> with_rows(const std::vector<int64_t>& shape, int64_t rows) 
 
 }  // namespace
 
+Executor::Executor(transport::Context& context, const ExecutorOptions& options)
+    : context_(context), options_(options), feedback_(options.feedback_limit, context.rank()) {
+  if (options_.hierarchical) {
+    local_ranks_ = std::make_unique<RankSubset>(context_, options_.hierarchical->local);
+    cross_ranks_ = std::make_unique<RankSubset>(context_, options_.hierarchical->cross);
+    host_exchange_ = std::make_unique<HostLocalExchange>(
+        *local_ranks_, collective_options(options_.chunk_bytes, kHierarchicalTag, nullptr));
+  }
+}
+
 std::vector<OpResult> Executor::run(const Response& response,
                                     std::span<const Operation* const> local,
                                     CollectiveObserver* observer) {

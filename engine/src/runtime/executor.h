@@ -5,18 +5,22 @@
 #include <chrono>
 #include <cstddef>
 #include <map>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "collectives/feedback_monitor.h"
+#include "collectives/hierarchical.h"
 #include "collectives/observer.h"
 #include "collectives/scratch_buffer.h"
 #include "error_feedback.h"
 #include "gpu/gpu.h"
 #include "negotiation/messages.h"
 #include "runtime/handle_table.h"
+#include "runtime/host_topology.h"
 #include "runtime/operation.h"
 #include "threelc/transport/transport.h"
 
@@ -29,6 +33,9 @@ struct ExecutorOptions {
   bool nccl = true;               // THREELC_NCCL: uncompressed CUDA allreduces over NCCL
   std::string nccl_library;       // THREELC_NCCL_LIBRARY (empty: libnccl.so.2)
   std::chrono::milliseconds timeout{30'000};  // THREELC_TIMEOUT: NCCL's waits
+  // THREELC_HIERARCHICAL, where the hosts allow it: compressed allreduces sum inside each host
+  // first and run 3LC only across hosts (collectives/hierarchical.h).
+  std::optional<HostGroups> hierarchical;
 };
 
 // Tags of the data channels, one range per collective (a collective with N ranks uses
@@ -41,11 +48,14 @@ inline constexpr uint32_t kAllgatherTag = 0x50000;
 inline constexpr uint32_t kReducescatterTag = 0x60000;
 inline constexpr uint32_t kAlltoallTag = 0x70000;
 inline constexpr uint32_t kNcclBootstrapTag = 0x80000;  // NCCL's unique id, from rank 0
+// THREELC_HIERARCHICAL: local reducescatter (tag), local allgather (tag + 1), the cross sum
+// (tag + 2 ..); the local NCCL communicator's unique id on its own tag.
+inline constexpr uint32_t kHierarchicalTag = 0x90000;
+inline constexpr uint32_t kHierarchicalNcclTag = 0xA0000;
 
 class Executor {
  public:
-  Executor(transport::Context& context, const ExecutorOptions& options)
-      : context_(context), options_(options), feedback_(options.feedback_limit, context.rank()) {}
+  Executor(transport::Context& context, const ExecutorOptions& options);
 
   // Runs a kRun response. local[i] is this rank's operation for response.tensors[i], or
   // nullptr where this rank has joined (it takes part with the op's identity or no rows).
@@ -67,6 +77,11 @@ class Executor {
                       CollectiveObserver* observer);
   void device_allreduce(const Response& response, std::span<const Operation* const> local,
                         CollectiveObserver* observer);
+  // The compressed sum of host_allreduce: push_pull or the ring over the job, or
+  // hierarchically; `input` is `values` or (direct) the caller's tensor.
+  void host_compressed_sum(const OpRequest& shape, std::span<const float> input,
+                           std::span<float> values, std::span<const TensorSlice> slices,
+                           CollectiveObserver* observer);
   // device_allreduce's uncompressed paths (only in a build with CUDA).
   void nccl_allreduce(const Response& response, std::span<const Operation* const> local,
                       gpu::DeviceState& device);
@@ -87,6 +102,10 @@ class Executor {
   std::vector<std::byte> fusion_buffer_;        // reused across cycles
   Workspace workspace_;                         // staging buffers, reused across cycles
   std::map<int, gpu::DeviceStatePtr> devices_;  // per CUDA device, made on first use
+  // THREELC_HIERARCHICAL: this host's ranks and this rank's peers on the other hosts.
+  std::unique_ptr<RankSubset> local_ranks_;
+  std::unique_ptr<RankSubset> cross_ranks_;
+  std::unique_ptr<HostLocalExchange> host_exchange_;
 };
 
 }  // namespace threelc::engine

@@ -2,8 +2,11 @@
 // compressed, their own dtype otherwise), applies prescale, runs push_pull (or the ring, or the
 // raw scatter/reduce/gather), divides for an average, applies postscale and copies out.
 // Executor::allreduce sends CUDA tensors to device_allreduce (gpu/device_allreduce.cc).
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
+#include "collectives/hierarchical.h"
 #include "collectives/push_pull.h"
 #include "collectives/raw_allreduce.h"
 #include "collectives/reduce_ops.h"
@@ -62,7 +65,8 @@ void Executor::host_allreduce(const Response& response, std::span<const Operatio
   const bool in_place = response.tensors.size() == 1 && local[0] != nullptr &&
                         (!shape.compress || dtype == ElementType::kFloat32);
   // push_pull can read the input and write the output itself, saving a copy of the input.
-  const bool direct = in_place && shape.compress && !options_.ring && shape.prescale == 1.0;
+  const bool direct = in_place && shape.compress && !options_.ring && !options_.hierarchical &&
+                      shape.prescale == 1.0;
   std::byte* buffer = nullptr;
   if (in_place) {
     buffer = static_cast<std::byte*>(local[0]->output);
@@ -92,38 +96,11 @@ void Executor::host_allreduce(const Response& response, std::span<const Operatio
     if (shape.prescale != 1.0) scale_values(computed, dst, count, shape.prescale);
   }
 
-  // The error-feedback monitor: every compressed call reports raw (non-finite) blocks; a
-  // tensor's sampled steps also measure its magnitudes. With one rank nothing is compressed.
-  std::vector<FeedbackSample> feedback;
-  if (shape.compress && size > 1) {
-    feedback.resize(slices.size());
-    for (size_t i = 0; i < slices.size(); ++i) feedback[i] = feedback_.next_sample(slices[i].name);
-  }
-
   if (shape.compress) {
     const std::span<float> values(reinterpret_cast<float*>(buffer), total);
-    PushPullOptions options;
-    options.compress = true;
-    options.sparsity = shape.sparsity;
-    options.chunk_bytes = options_.chunk_bytes;
-    options.observer = observer;
-    options.workspace = &workspace_;
-    options.feedback = feedback;
-    // Checkpoints read and replace the residuals from other threads: they wait until the
-    // collective is over (error_feedback.h says why a mutex).
-    ErrorFeedbackStore::Update update(errors_);
-    if (options_.ring) {
-      options.tag_base = kRingAllreduceTag;
-      ring_allreduce_sum(context_, values, slices, errors_, options);
-    } else if (direct) {
-      options.tag_base = kPushPullTag;
-      const std::span<const float> input(static_cast<const float*>(local[0]->input), total);
-      push_pull_sum(context_, input, values, slices, errors_, options);
-    } else {
-      options.tag_base = kPushPullTag;
-      push_pull_sum(context_, values, slices, errors_, options);
-    }
-    update.done();
+    const std::span<const float> input =
+        direct ? std::span<const float>(static_cast<const float*>(local[0]->input), total) : values;
+    host_compressed_sum(shape, input, values, slices, observer);
   } else {
     CollectiveOptions options;
     options.chunk_bytes = options_.chunk_bytes;
@@ -132,9 +109,6 @@ void Executor::host_allreduce(const Response& response, std::span<const Operatio
     options.workspace = &workspace_;
     allreduce_raw(context_, std::span<std::byte>(buffer, total * element_bytes), dtype, shape.op,
                   slices, options);
-  }
-  for (size_t i = 0; i < feedback.size(); ++i) {
-    feedback_.step_done(slices[i].name, shape.sparsity, feedback[i], alerts_);
   }
 
   for (size_t i = 0; i < slices.size(); ++i) {
@@ -151,6 +125,70 @@ void Executor::host_allreduce(const Response& response, std::span<const Operatio
     } else if (count > 0) {
       std::memcpy(op->output, src, count * element_bytes);
     }
+  }
+}
+
+}  // namespace threelc::engine
+
+namespace threelc::engine {
+
+void Executor::host_compressed_sum(const OpRequest& shape, std::span<const float> input,
+                                   std::span<float> values, std::span<const TensorSlice> slices,
+                                   CollectiveObserver* observer) {
+  // Hierarchically, this rank compresses only the pieces of tensors in its segment, each
+  // with its own residual; the cross group decides whether anything is compressed at all.
+  std::optional<HierarchicalSegment> segment;
+  if (options_.hierarchical) {
+    segment = hierarchical_segment(slices, values.size(), options_.hierarchical->local.size(),
+                                   static_cast<size_t>(options_.hierarchical->local_index));
+  }
+  const std::span<const TensorSlice> compressed =
+      segment ? std::span<const TensorSlice>(segment->slices) : slices;
+  transport::Context& across = segment ? *cross_ranks_ : context_;
+
+  // The error-feedback monitor: every compressed call reports raw (non-finite) blocks; a
+  // tensor's sampled steps also measure its magnitudes. With one rank nothing is compressed.
+  std::vector<FeedbackSample> feedback;
+  if (across.size() > 1) {
+    feedback.resize(compressed.size());
+    for (size_t i = 0; i < compressed.size(); ++i) {
+      feedback[i] = feedback_.next_sample(compressed[i].name);
+    }
+  }
+  PushPullOptions options;
+  options.compress = true;
+  options.sparsity = shape.sparsity;
+  options.chunk_bytes = options_.chunk_bytes;
+  options.observer = observer;
+  options.workspace = &workspace_;
+  options.feedback = feedback;
+  options.tag_base = segment         ? kHierarchicalTag + 2
+                     : options_.ring ? kRingAllreduceTag
+                                     : kPushPullTag;
+  // Checkpoints read and replace the residuals from other threads: they wait until the
+  // collective is over (error_feedback.h says why a mutex).
+  ErrorFeedbackStore::Update update(errors_);
+  auto sum = [&](transport::Context& ranks, std::span<const float> in, std::span<float> out,
+                 std::span<const TensorSlice> tensors) {
+    if (options_.ring) {
+      if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
+      ring_allreduce_sum(ranks, out, tensors, errors_, options);
+    } else {
+      push_pull_sum(ranks, in, out, tensors, errors_, options);
+    }
+  };
+  if (segment) {
+    host_exchange_->observe(observer);
+    hierarchical_sum(*host_exchange_, values, *segment,
+                     [&](std::span<const float> in, std::span<float> out) {
+                       sum(*cross_ranks_, in, out, segment->slices);
+                     });
+  } else {
+    sum(context_, input, values, slices);
+  }
+  update.done();
+  for (size_t i = 0; i < feedback.size(); ++i) {
+    feedback_.step_done(compressed[i].name, shape.sparsity, feedback[i], alerts_);
   }
 }
 
