@@ -44,7 +44,9 @@ def test_init_is_idempotent_and_rejects_horovod_only_arguments():
 
 def test_build_queries_and_exports():
     assert hvd.mpi_built() is False and hvd.gloo_built() is False
-    assert hvd.nccl_built() == 0 and hvd.cuda_built() is False and hvd.rocm_built() is False
+    assert hvd.nccl_built() == 0 and hvd.rocm_built() is False
+    # True exactly in a build with nvcc (the engine's C ABI says which this library is)
+    assert hvd.cuda_built() is bool(threelc.engine._fn("threelc_cuda_built")())
     assert hvd.mpi_enabled() is False and hvd.gloo_enabled() is False
     assert hvd.mpi_threads_supported() is False
     assert hvd.HorovodInternalError is threelc.ThreelcError is hvd.ThreelcError
