@@ -137,22 +137,11 @@ void Executor::device_allreduce(const Response& response, std::span<const Operat
   std::vector<float*> residuals;
   for (const TensorSlice& t : compressed)
     residuals.push_back(d.residuals.get(t.name, t.count, d.stream));
+  // Magnitudes need host memory: the monitor sees raw blocks only.
   std::vector<FeedbackSample> feedback;
-  if (across.size() > 1) {
-    feedback.resize(compressed.size());
-    for (size_t i = 0; i < compressed.size(); ++i) {
-      feedback[i] = feedback_.next_sample(compressed[i].name);
-      feedback[i].measure = false;  // magnitudes need host memory: raw blocks only
-    }
-  }
+  PushPullOptions options =
+      compressed_options(shape, compressed, across.size(), false, feedback, observer);
   gpu::DeviceBlockCodec codec(d.workspace, d.stream);
-  PushPullOptions options;
-  options.compress = true;
-  options.sparsity = shape.sparsity;
-  options.chunk_bytes = options_.chunk_bytes;
-  options.observer = observer;
-  options.workspace = &workspace_;
-  options.feedback = feedback;
   options.codec = &codec;
   if (segment) {
     if (!d.local_nccl) {
@@ -171,9 +160,7 @@ void Executor::device_allreduce(const Response& response, std::span<const Operat
                                        total);
     push_pull_sum(context_, input, std::span<float>(buffer, total), slices, residuals, options);
   }
-  for (size_t i = 0; i < feedback.size(); ++i) {
-    feedback_.step_done(compressed[i].name, shape.sparsity, feedback[i], alerts_);
-  }
+  feedback_done(shape, compressed, feedback);
 
   for (size_t i = 0; i < slices.size(); ++i) {
     if (local[i] == nullptr) continue;

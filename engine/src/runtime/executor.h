@@ -15,6 +15,7 @@
 #include "collectives/feedback_monitor.h"
 #include "collectives/hierarchical.h"
 #include "collectives/observer.h"
+#include "collectives/push_pull.h"
 #include "collectives/scratch_buffer.h"
 #include "error_feedback.h"
 #include "gpu/gpu.h"
@@ -79,6 +80,15 @@ class Executor {
                         CollectiveObserver* observer);
   // The compressed sum of host_allreduce: push_pull or the ring over the job, or
   // hierarchically; `input` is `values` or (direct) the caller's tensor.
+  // The push_pull options shared by host and device compressed allreduces; `feedback` gets one
+  // error-feedback sample per piece of `compressed` when `ranks` > 1 (magnitudes measured only
+  // where `measure` allows: host memory). feedback_done() reports them after the collective.
+  PushPullOptions compressed_options(const OpRequest& shape,
+                                     std::span<const TensorSlice> compressed, int ranks,
+                                     bool measure, std::vector<FeedbackSample>& feedback,
+                                     CollectiveObserver* observer);
+  void feedback_done(const OpRequest& shape, std::span<const TensorSlice> compressed,
+                     std::span<const FeedbackSample> feedback);
   void host_compressed_sum(const OpRequest& shape, std::span<const float> input,
                            std::span<float> values, std::span<const TensorSlice> slices,
                            CollectiveObserver* observer);

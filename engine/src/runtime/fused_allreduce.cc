@@ -146,22 +146,9 @@ void Executor::host_compressed_sum(const OpRequest& shape, std::span<const float
       segment ? std::span<const TensorSlice>(segment->slices) : slices;
   transport::Context& across = segment ? *cross_ranks_ : context_;
 
-  // The error-feedback monitor: every compressed call reports raw (non-finite) blocks; a
-  // tensor's sampled steps also measure its magnitudes. With one rank nothing is compressed.
   std::vector<FeedbackSample> feedback;
-  if (across.size() > 1) {
-    feedback.resize(compressed.size());
-    for (size_t i = 0; i < compressed.size(); ++i) {
-      feedback[i] = feedback_.next_sample(compressed[i].name);
-    }
-  }
-  PushPullOptions options;
-  options.compress = true;
-  options.sparsity = shape.sparsity;
-  options.chunk_bytes = options_.chunk_bytes;
-  options.observer = observer;
-  options.workspace = &workspace_;
-  options.feedback = feedback;
+  PushPullOptions options =
+      compressed_options(shape, compressed, across.size(), true, feedback, observer);
   options.tag_base = segment         ? kHierarchicalTag + 2
                      : options_.ring ? kRingAllreduceTag
                                      : kPushPullTag;
@@ -187,6 +174,35 @@ void Executor::host_compressed_sum(const OpRequest& shape, std::span<const float
     sum(context_, input, values, slices);
   }
   update.done();
+  feedback_done(shape, compressed, feedback);
+}
+
+PushPullOptions Executor::compressed_options(const OpRequest& shape,
+                                             std::span<const TensorSlice> compressed, int ranks,
+                                             bool measure, std::vector<FeedbackSample>& feedback,
+                                             CollectiveObserver* observer) {
+  // The error-feedback monitor: every compressed call reports raw (non-finite) blocks; a
+  // tensor's sampled steps also measure its magnitudes. With one rank nothing is compressed.
+  feedback.clear();
+  if (ranks > 1) {
+    feedback.resize(compressed.size());
+    for (size_t i = 0; i < compressed.size(); ++i) {
+      feedback[i] = feedback_.next_sample(compressed[i].name);
+      feedback[i].measure = feedback[i].measure && measure;
+    }
+  }
+  PushPullOptions options;
+  options.compress = true;
+  options.sparsity = shape.sparsity;
+  options.chunk_bytes = options_.chunk_bytes;
+  options.observer = observer;
+  options.workspace = &workspace_;
+  options.feedback = feedback;
+  return options;
+}
+
+void Executor::feedback_done(const OpRequest& shape, std::span<const TensorSlice> compressed,
+                             std::span<const FeedbackSample> feedback) {
   for (size_t i = 0; i < feedback.size(); ++i) {
     feedback_.step_done(compressed[i].name, shape.sparsity, feedback[i], alerts_);
   }
