@@ -36,10 +36,9 @@ std::span<const float> HostLocalExchange::reduce_scatter(std::span<const float> 
                                                          std::span<const size_t> counts) {
   const auto self = static_cast<size_t>(local_.rank());
   segment_.resize(counts[self] * sizeof(float));
-  CollectiveOptions options = options_;
   naming_job_ranks(local_, [&] {
     reducescatter(local_, std::as_bytes(values), ElementType::kFloat32, ReduceOp::kSum, counts,
-                  std::span<std::byte>(segment_), options);
+                  std::span<std::byte>(segment_), options_);
   });
   return {reinterpret_cast<const float*>(segment_.data()), counts[self]};
 }
