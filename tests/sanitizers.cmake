@@ -1,0 +1,41 @@
+# Sanitizer builds (CMakePresets.json: asan-ubsan, tsan; tools/sanitize_tests.sh runs them),
+# included from tests/CMakeLists.txt. Nothing happens in a build without -fsanitize.
+#
+# A Python-hosted test (one whose ENVIRONMENT sets THREELC_LIBRARY: the pytest suites and the
+# threelcrun / torchrun jobs) loads the sanitized libthreelc.so into /usr/bin/python3, which is
+# not built with the sanitizer, and the sanitizer's runtime must be the first library of the
+# process: it is preloaded (LD_PRELOAD, inherited by every rank the test starts). Under ASan,
+# LeakSanitizer is off in those tests: CPython, numpy and torch keep memory to the end of the
+# process by design, and a suppression of their frames would hide our allocations made under
+# a ctypes call too. The C++ test binaries and probes, which link the same engine, transport
+# and codec code, keep leak detection.
+set(threelc_sanitizer_runtime "")
+if(CMAKE_CXX_FLAGS MATCHES "-fsanitize=[^ ]*address")
+  set(threelc_sanitizer_runtime libasan.so)
+elseif(CMAKE_CXX_FLAGS MATCHES "-fsanitize=[^ ]*thread")
+  set(threelc_sanitizer_runtime libtsan.so)
+endif()
+if(threelc_sanitizer_runtime)
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=${threelc_sanitizer_runtime}
+                  OUTPUT_VARIABLE THREELC_SANITIZER_PRELOAD OUTPUT_STRIP_TRAILING_WHITESPACE)
+  message(STATUS "threelc: sanitizer build: Python-hosted tests preload "
+                 "${THREELC_SANITIZER_PRELOAD}")
+  # Deferred to the end of tests/CMakeLists.txt, so that it sees every test added there.
+  function(threelc_sanitize_python_tests)
+    get_property(tests DIRECTORY PROPERTY TESTS)
+    foreach(test IN LISTS tests)
+      get_test_property(${test} ENVIRONMENT env)
+      if(NOT env MATCHES "THREELC_LIBRARY=")
+        continue()
+      endif()
+      set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT_MODIFICATION
+                   "LD_PRELOAD=path_list_prepend:${THREELC_SANITIZER_PRELOAD}")
+      if(threelc_sanitizer_runtime STREQUAL "libasan.so")
+        # Later ASan flags override earlier ones: this one wins over the caller's.
+        set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT_MODIFICATION
+                     "ASAN_OPTIONS=string_append::detect_leaks=0")
+      endif()
+    endforeach()
+  endfunction()
+  cmake_language(DEFER CALL threelc_sanitize_python_tests)
+endif()
