@@ -14,6 +14,10 @@ namespace threelc::transport::detail {
 
 inline constexpr uint32_t kFrameMagic = 0x54434C33;  // "3LCT" in little-endian byte order
 inline constexpr size_t kFrameHeaderBytes = 16;
+// The tag of a stop notice (docs/WIRE_FORMAT.md): the sender stops, and its payload (at most
+// kMaxStopNoticeBytes of text) says why. Callers cannot send or receive with this tag.
+inline constexpr uint32_t kStopNoticeTag = 0xFFFFFFFF;
+inline constexpr uint64_t kMaxStopNoticeBytes = 4096;
 
 struct FrameHeader {
   uint32_t tag = 0;

@@ -82,6 +82,67 @@ Pair& TcpContext::control(int peer) {
   return *control_[static_cast<size_t>(peer)];
 }
 
+void TcpContext::stop(const std::string& reason) {
+  std::vector<Request> notices;
+  for (auto* channels : {&pairs_, &control_}) {
+    for (auto& pair : *channels) {
+      if (pair) notices.push_back(pair->send_stop_notice(reason));
+    }
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  for (Request& notice : notices) {
+    while (!notice.done() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  // Closed on the I/O thread; once that ran, nothing touches the callers' buffers.
+  auto closed = std::make_shared<std::promise<void>>();
+  auto future = closed->get_future();
+  asio::post(io_, [this, reason, closed] {
+    close_all(reason);
+    closed->set_value();
+  });
+  future.wait_for(std::chrono::seconds(2));
+}
+
+std::optional<std::string> TcpContext::stop_notice(std::chrono::milliseconds wait) {
+  std::unique_lock lock(notice_mutex_);
+  notice_cv_.wait_for(lock, wait, [this] { return notice_.has_value(); });
+  return notice_;
+}
+
+void TcpContext::on_stop_notice(int peer, const std::string& reason) {
+  const std::string message = prefix() + "rank " + std::to_string(peer) + " stopped: " + reason;
+  {
+    std::lock_guard lock(notice_mutex_);
+    if (notice_) return;  // relaying the first one already
+    notice_ = message;
+  }
+  notice_cv_.notify_all();
+  // Relayed to every other peer before the channels close: a peer that sees this rank's
+  // connections close has the cause first, on the same stream.
+  auto relays = std::make_shared<std::vector<Request>>();
+  for (auto* channels : {&pairs_, &control_}) {
+    for (auto& pair : *channels) {
+      if (pair && pair->peer() != peer) relays->push_back(pair->send_stop_notice(message));
+    }
+  }
+  asio::co_spawn(io_, close_after(relays, message), asio::detached);
+}
+
+asio::awaitable<void> TcpContext::close_after(std::shared_ptr<std::vector<Request>> relays,
+                                              std::string message) {
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  asio::steady_timer timer(io_);
+  while (Clock::now() < deadline && !closing_ &&
+         !std::all_of(relays->begin(), relays->end(), [](const Request& r) { return r.done(); })) {
+    timer.expires_after(std::chrono::milliseconds(2));
+    error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (!closing_) close_all(message);
+}
+
 void TcpContext::check_peer(int peer, const char* what) const {
   if (peer < 0 || peer >= size() || peer == rank()) {
     throw Error(peer, "threelc rank " + std::to_string(rank()) + ": no " + what +
@@ -192,7 +253,8 @@ void TcpContext::add_pair(int peer, tcp::socket socket) {
     log("dropped a second data connection from rank " + std::to_string(peer));
     return;
   }
-  auto pair = std::make_shared<TcpPair>(std::move(socket), rank(), peer, false, options_);
+  auto pair =
+      std::make_shared<TcpPair>(std::move(socket), rank(), peer, false, options_, stop_handler());
   pairs_[static_cast<size_t>(peer)] = pair;
   pair->start();
   if (++connected_ == size() - 1) wake_->cancel();
@@ -258,7 +320,12 @@ void TcpContext::open_data_listener(const std::string& host) {
 
 std::unique_ptr<Context> connect_tcp(const Options& options, TcpChannels channels) {
   auto context = std::make_unique<TcpContext>(options, channels == TcpChannels::kAll);
-  context->run_rendezvous();
+  try {
+    context->run_rendezvous();
+  } catch (const Error& e) {
+    context->stop(e.what());  // the peers connected so far learn the cause
+    throw;
+  }
   return context;
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -34,6 +35,8 @@ class TcpContext final : public Context {
   int size() const override { return options_.size; }
   Pair& pair(int peer) override;
   Pair& control(int peer) override;
+  void stop(const std::string& reason) override;
+  std::optional<std::string> stop_notice(std::chrono::milliseconds wait) override;
 
  private:
   // A handshake socket, closed when its deadline passes or the context shuts down.
@@ -57,6 +60,14 @@ class TcpContext final : public Context {
   }
   HandshakeSelf handshake_self() const { return {rank(), size(), options_.secret}; }
   void close_all(const std::string& message);
+  // A peer's stop notice (I/O thread): recorded, relayed to the other peers, and then (once
+  // the relays are written, within a second) every channel fails with it.
+  void on_stop_notice(int peer, const std::string& reason);
+  asio::awaitable<void> close_after(std::shared_ptr<std::vector<Request>> relays,
+                                    std::string message);
+  TcpPair::StopHandler stop_handler() {
+    return [this](int peer, const std::string& reason) { on_stop_notice(peer, reason); };
+  }
 
   // --- connection setup (tcp_context.cc) ---
   Pending watch(const std::shared_ptr<tcp::socket>& socket);
@@ -93,6 +104,9 @@ class TcpContext final : public Context {
   std::mutex stopped_mutex_;
   std::condition_variable stopped_cv_;
   bool stopped_ = false;
+  std::mutex notice_mutex_;
+  std::condition_variable notice_cv_;
+  std::optional<std::string> notice_;  // the first stop notice from a peer
 
   // I/O-thread state.
   bool closing_ = false;

@@ -119,10 +119,19 @@ asio::awaitable<void> client_handshake(tcp::socket& socket, const HandshakeSelf&
   std::vector<std::byte> verdict;
   try {
     verdict = co_await read_frame(socket, kTagVerdict, kMaxHandshakeFrame);
-  } catch (const HandshakeError&) {
+  } catch (const HandshakeError& e) {
+    // A server that refuses the proof reads it and closes (end of file); one that died with
+    // the proof unread resets the connection.
+    const std::string why = e.what();
+    if (why.find("reset") != std::string::npos) {
+      throw Error(expected_rank, prefix(self) + who +
+                                     " closed the connection during the "
+                                     "handshake (" +
+                                     why + "): it has died or stopped");
+    }
     throw Error(expected_rank, prefix(self) + who +
                                    " refused our authentication: is THREELC_SECRET the same "
-                                   "on every rank?");
+                                   "on every rank? (or it died during the handshake)");
   }
   Reader v{verdict};
   const auto server_mac = v.fixed<32>();

@@ -8,20 +8,33 @@
 
 namespace threelc::transport::detail {
 
-TcpPair::TcpPair(tcp::socket socket, int self, int peer, bool control, const Options& options)
+TcpPair::TcpPair(tcp::socket socket, int self, int peer, bool control, const Options& options,
+                 StopHandler on_stop)
     : socket_(std::move(socket)),
       self_(self),
       peer_(peer),
       control_(control),
       max_bytes_(options.max_message_bytes),
       timeout_(options.timeout),
-      name_(peer_name()) {
+      name_(peer_name()),
+      on_stop_(std::move(on_stop)) {
   tune_socket(socket_);
 }
+
+namespace {
+std::string reserved_tag_error(int self) {
+  return "threelc rank " + std::to_string(self) + ": tag " + std::to_string(kStopNoticeTag) +
+         " is reserved for stop notices";
+}
+}  // namespace
 
 Request TcpPair::send(uint32_t tag, std::span<const std::byte> bytes) {
   auto state = make_state("send of " + std::to_string(bytes.size()) + " bytes with tag " +
                           std::to_string(tag) + " to " + name_);
+  if (tag == kStopNoticeTag) {
+    state->fail(reserved_tag_error(self_));
+    return Request(state);
+  }
   if (bytes.size() > max_bytes_) {
     state->fail("threelc rank " + std::to_string(self_) + ": " + state->what +
                 " exceeds THREELC_MAX_MESSAGE_BYTES=" + std::to_string(max_bytes_));
@@ -37,6 +50,10 @@ Request TcpPair::send(uint32_t tag, std::span<const std::byte> bytes) {
 
 Request TcpPair::recv(uint32_t tag, std::span<std::byte> into) {
   auto state = make_state("receive with tag " + std::to_string(tag) + " from " + name_);
+  if (tag == kStopNoticeTag) {
+    state->fail(reserved_tag_error(self_));
+    return Request(state);
+  }
   asio::post(socket_.get_executor(), [self = shared_from_this(), tag, into, state] {
     self->post_recv(tag, RecvOp{into, state});
   });
@@ -66,6 +83,25 @@ void TcpPair::fail(const std::string& message) {
 
 void TcpPair::close_from_any_thread(const std::string& message) {
   asio::post(socket_.get_executor(), [self = shared_from_this(), message] { self->fail(message); });
+}
+
+Request TcpPair::send_stop_notice(const std::string& reason) {
+  auto state = std::make_shared<RequestState>(peer_, "stop notice to " + name_, timeout_);
+  asio::post(socket_.get_executor(), [self = shared_from_this(), reason, state] {
+    if (!self->failed_.empty()) return state->fail(self->failed_);
+    if (!self->stop_out_.empty()) return state->complete(0);  // sent already
+    // The send being written stays (its bytes are half on the wire); the rest never start.
+    const size_t keep = self->writing_ ? 1 : 0;
+    while (self->sendq_.size() > keep) {
+      self->sendq_.back().state->fail(reason);
+      self->sendq_.pop_back();
+    }
+    self->stop_out_ = reason.substr(0, kMaxStopNoticeBytes);
+    self->sendq_.push_back(SendOp{encode_frame_header(kStopNoticeTag, self->stop_out_.size()),
+                                  std::as_bytes(std::span(self->stop_out_)), state});
+    if (!self->writing_) self->write_next();
+  });
+  return Request(state);
 }
 
 std::string TcpPair::peer_name() const {
@@ -160,6 +196,7 @@ void TcpPair::on_header() {
     return fail(prefix() + "malformed frame from " + name_ + " (" + remote_text(socket_) +
                 "): " + error);
   }
+  if (header.tag == kStopNoticeTag) return read_stop_notice(header.length);
   auto posted_it = posted_.find(header.tag);
   if (posted_it != posted_.end() && !posted_it->second.empty()) {
     auto op = std::move(posted_it->second.front());
@@ -187,6 +224,22 @@ void TcpPair::on_header() {
     return stage(header, /*keep=*/false);
   }
   stage(header, /*keep=*/true);
+}
+
+void TcpPair::read_stop_notice(uint64_t length) {
+  if (length > kMaxStopNoticeBytes) {
+    return fail(prefix() + "malformed frame from " + name_ + ": a stop notice of " +
+                std::to_string(length) + " bytes (at most " + std::to_string(kMaxStopNoticeBytes) +
+                ")");
+  }
+  stop_in_.assign(length, '\0');
+  asio::async_read(socket_, asio::buffer(stop_in_),
+                   [self = shared_from_this()](const error_code& ec, size_t) {
+                     if (!self->failed_.empty()) return;
+                     if (ec) return self->on_error(ec, "receiving a stop notice");
+                     // The handler fails this pair (and every other) with the reason.
+                     self->on_stop_(self->peer_, self->stop_in_);
+                   });
 }
 
 // Payload bytes read per system call, and the staging buffer of a dropped message.

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -22,7 +23,11 @@ namespace threelc::transport::detail {
 
 class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> {
  public:
-  TcpPair(tcp::socket socket, int self, int peer, bool control, const Options& options);
+  // Called on the I/O thread when the peer's stop notice arrives: (peer, its reason).
+  using StopHandler = std::function<void(int, const std::string&)>;
+
+  TcpPair(tcp::socket socket, int self, int peer, bool control, const Options& options,
+          StopHandler on_stop);
 
   int peer() const override { return peer_; }
   Request send(uint32_t tag, std::span<const std::byte> bytes) override;
@@ -34,6 +39,10 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
   void fail(const std::string& message);
   // Thread-safe close for the context's shutdown.
   void close_from_any_thread(const std::string& message);
+  // Sends the peer a stop notice with `reason` after the send being written, if any (queued
+  // sends that have not started fail with `reason`). The request completes once it is written
+  // (or fails); the caller closes the pair afterwards (fail()).
+  Request send_stop_notice(const std::string& reason);
 
  private:
   struct SendOp {
@@ -69,6 +78,7 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
   void too_long(RecvOp& op, uint64_t length);
   void read_header();
   void on_header();
+  void read_stop_notice(uint64_t length);
   // Reads the payload into a staging buffer (`keep`: queue it for a later receive).
   void stage(const FrameHeader& header, bool keep);
   // Reads the next chunk of a staged payload (or completes it).
@@ -86,6 +96,7 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
   const uint64_t max_bytes_;
   const std::chrono::milliseconds timeout_;
   const std::string name_;
+  const StopHandler on_stop_;
 
   std::string failed_;  // non-empty once the connection is gone
   std::deque<SendOp> sendq_;
@@ -96,6 +107,8 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
   std::shared_ptr<Staged> reading_;     // the staged message whose payload is arriving
   std::unique_ptr<std::byte[]> spare_;  // a released staging buffer kept for reuse
   size_t spare_capacity_ = 0;
+  std::string stop_out_;  // the stop notice being sent
+  std::string stop_in_;   // the peer's stop notice being read
 };
 
 }  // namespace threelc::transport::detail

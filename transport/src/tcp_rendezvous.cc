@@ -1,5 +1,8 @@
 // TcpContext's rendezvous: ranks meet at the coordinator, which hands out the table of data
 // listeners; then every rank connects to the ranks above it and accepts from those below.
+#include <poll.h>
+
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -8,6 +11,20 @@
 #include "tcp_context.h"
 
 namespace threelc::transport::detail {
+
+namespace {
+
+// How often the coordinator looks at the ranks that arrived while it waits for the others.
+constexpr std::chrono::milliseconds kArrivalCheck{200};
+
+// A rank that arrived sends nothing until the coordinator's table: its socket turning readable
+// means it hung up (its process died or was stopped) or broke the protocol.
+bool hung_up(tcp::socket& socket) {
+  pollfd watched{socket.native_handle(), POLLIN | POLLRDHUP, 0};
+  return ::poll(&watched, 1, 0) > 0;
+}
+
+}  // namespace
 
 asio::awaitable<bool> TcpContext::wait_until(Clock::time_point deadline,
                                              const std::function<bool()>& done) {
@@ -51,12 +68,23 @@ asio::awaitable<void> TcpContext::rendezvous() {
     table[0] = {data_host_, data_port_};
     asio::co_spawn(io_, accept_loop(control_acceptor_, kKindControl), asio::detached);
 
-    const bool all = co_await wait_until(
-        deadline, [this] { return static_cast<int>(arrived_.size()) == size() - 1; });
+    // Waits for every rank; one that arrived and hung up fails the job now, naming it.
+    const auto everyone = [this] { return static_cast<int>(arrived_.size()) == size() - 1; };
+    std::string failure;
+    while (!everyone() && failure.empty() && Clock::now() < deadline) {
+      co_await wait_until(std::min(deadline, Clock::now() + kArrivalCheck), everyone);
+      for (auto it = arrived_.begin(); it != arrived_.end(); ++it) {
+        if (!hung_up(it->second.socket)) continue;
+        failure = prefix() + "rank " + std::to_string(it->first) +
+                  " connected to the coordinator, then closed its connection during start-up "
+                  "(its process died or was stopped)";
+        arrived_.erase(it);
+        break;
+      }
+    }
     error_code ignored;
     control_acceptor_.close(ignored);
-    std::string failure;
-    if (!all) {
+    if (failure.empty() && !everyone()) {
       std::string missing;
       int count = 0;
       for (int r = 1; r < size(); ++r) {
@@ -80,17 +108,28 @@ asio::awaitable<void> TcpContext::rendezvous() {
     } else {
       message.text(failure);
     }
+    // Every rank that arrived gets the table or the failure, even when one of them is gone.
+    int unreachable = -1;
     for (auto& [r, arrival] : arrived_) {
-      co_await write_frame(arrival.socket, kTagTable, message.bytes);
+      try {
+        co_await write_frame(arrival.socket, kTagTable, message.bytes);
+      } catch (const std::exception&) {
+        unreachable = r;
+      }
     }
     if (!failure.empty()) throw Error(-1, failure);
+    if (unreachable >= 0) {
+      throw Error(unreachable, prefix() + "rank " + std::to_string(unreachable) +
+                                   " closed its connection to the coordinator during start-up, "
+                                   "before it got the address table");
+    }
     for (auto& [r, arrival] : arrived_) {
-      control_[static_cast<size_t>(r)] =
-          std::make_shared<TcpPair>(std::move(arrival.socket), 0, r, true, options_);
+      control_[static_cast<size_t>(r)] = std::make_shared<TcpPair>(std::move(arrival.socket), 0, r,
+                                                                   true, options_, stop_handler());
     }
     arrived_.clear();
   } else {
-    const std::string who = "the coordinator " + coordinator_text();
+    const std::string who = "the coordinator (rank 0) " + coordinator_text();
     std::shared_ptr<tcp::socket> socket;
     for (;;) {
       socket = co_await connect_with_retry(options_.coordinator_host, options_.coordinator_port,
@@ -137,7 +176,8 @@ asio::awaitable<void> TcpContext::rendezvous() {
       port = static_cast<uint16_t>(r.u32());
     }
     if (!r.ok || r.at != bytes.size()) throw Error(0, prefix() + "malformed address table");
-    control_[0] = std::make_shared<TcpPair>(std::move(*socket), rank(), 0, true, options_);
+    control_[0] =
+        std::make_shared<TcpPair>(std::move(*socket), rank(), 0, true, options_, stop_handler());
   }
 
   // Data channels: every rank connects to the ranks above it and accepts from those below.
@@ -185,8 +225,20 @@ asio::awaitable<void> TcpContext::connect_data(int peer, std::pair<std::string, 
                                                Clock::time_point deadline) {
   const std::string who = "rank " + std::to_string(peer) + " (data listener " + address.first +
                           ":" + std::to_string(address.second) + ")";
-  auto socket = co_await connect_with_retry(address.first, address.second, deadline, peer, who);
-  auto pending = watch(socket);
+  // The peer listened before it sent this address to the coordinator: a refused connection
+  // means it is gone, so there is no retrying (one attempt, bounded like a handshake).
+  error_code ec;
+  const tcp::endpoint endpoint(asio::ip::make_address(address.first, ec), address.second);
+  if (ec) throw Error(peer, prefix() + "bad address of " + who + ": " + ec.message());
+  auto socket = std::make_shared<tcp::socket>(io_);
+  auto pending = watch(socket, std::min(deadline, Clock::now() + handshake_timeout_));
+  co_await socket->async_connect(endpoint, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    pending.timer->cancel();
+    throw Error(peer, prefix() + "cannot connect to " + who + " during start-up: " +
+                          (*pending.timed_out ? "timed out" : ec.message()) + " (rank " +
+                          std::to_string(peer) + " listened there: it has died or stopped)");
+  }
   try {
     co_await client_handshake(*socket, handshake_self(), kKindData, data_host_, data_port_, peer,
                               who);

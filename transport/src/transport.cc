@@ -17,14 +17,16 @@ bool Request::done() const {
   return state_->done;
 }
 
-size_t Request::wait() {
+size_t Request::wait() { return wait(std::chrono::milliseconds(0)); }
+
+size_t Request::wait(std::chrono::milliseconds extra) {
   if (!state_) return 0;
   auto& state = *state_;
+  const auto timeout = state.timeout + extra;
   std::unique_lock lock(state.mutex);
-  if (!state.cv.wait_for(lock, state.timeout, [&] { return state.done; })) {
+  if (!state.cv.wait_for(lock, timeout, [&] { return state.done; })) {
     char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%g s",
-                  static_cast<double>(state.timeout.count()) / 1e3);
+    std::snprintf(seconds, sizeof seconds, "%g s", static_cast<double>(timeout.count()) / 1e3);
     const std::string message = "threelc: timed out after " + std::string(seconds) +
                                 " waiting for the " + state.what +
                                 " (THREELC_TIMEOUT); the connection is closed";
@@ -34,7 +36,7 @@ size_t Request::wait() {
     lock.lock();
     state.cv.wait_for(lock, std::chrono::seconds(5), [&] { return state.done; });
     if (!state.done || !state.error.empty()) {
-      throw Error(state.peer, state.error.empty() ? message : state.error);
+      throw Error(state.peer, state.error.empty() ? message : state.error, /*timed_out=*/true);
     }
   }
   if (!state.error.empty()) throw Error(state.peer, state.error);

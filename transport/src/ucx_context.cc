@@ -49,6 +49,18 @@ UcxContext::~UcxContext() {
   bootstrap_.reset();
 }
 
+void UcxContext::stop(const std::string& reason) {
+  bootstrap_->stop(reason);
+  if (!worker_) return;
+  worker_->run(
+      [this, reason] {
+        for (auto& pair : pairs_) {
+          if (pair) pair->close(reason);
+        }
+      },
+      kCloseLimit);
+}
+
 Pair& UcxContext::pair(int peer) {
   if (peer < 0 || peer >= size() || peer == rank() || !pairs_[static_cast<size_t>(peer)]) {
     throw Error(peer, prefix() + "no pair channel to rank " + std::to_string(peer) +

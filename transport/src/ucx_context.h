@@ -34,6 +34,12 @@ class UcxContext final : public Context {
   int size() const override { return options_.size; }
   Pair& pair(int peer) override;
   Pair& control(int peer) override { return bootstrap_->control(peer); }
+  // Stop notices travel on the control channels only (rank 0 and every other rank); the UCX
+  // pairs send their goodbye and fail what is pending with `reason`.
+  void stop(const std::string& reason) override;
+  std::optional<std::string> stop_notice(std::chrono::milliseconds wait) override {
+    return bootstrap_->stop_notice(wait);
+  }
 
  private:
   std::string prefix() const { return "threelc rank " + std::to_string(rank()) + ": "; }

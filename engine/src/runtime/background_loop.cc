@@ -12,6 +12,11 @@
 
 namespace threelc::engine {
 
+namespace {
+// How much longer a worker waits for rank 0's answer than rank 0 waits for the workers.
+constexpr std::chrono::milliseconds kCoordinatorSlack{2000};
+}  // namespace
+
 BackgroundLoop::BackgroundLoop(const LoopParts& parts)
     : parts_(parts),
       rank_(parts.context->rank()),
@@ -91,7 +96,9 @@ CycleResponse BackgroundLoop::negotiate(bool shutdown) {
   send_control(parts_.context->control(0), serialize(own));
   CycleResponse response;
   try {
-    response = parse_cycle_response(receive.wait(), cache_);
+    // Rank 0 answers once it heard from every rank: its own waits must run out first, so
+    // that its stop notice names the rank that did not answer.
+    response = parse_cycle_response(receive.wait(kCoordinatorSlack), cache_);
   } catch (const NegotiationError& e) {
     throw transport::Error(0, std::string("negotiation message from rank 0: ") + e.what());
   }
@@ -111,6 +118,19 @@ void BackgroundLoop::abort_workers(const std::string& reason) noexcept {
       // That peer is gone or out of step: it finds out by itself.
     }
   }
+}
+
+std::string BackgroundLoop::stop_transport(const std::exception& error) {
+  if (stop_cause_) return *stop_cause_;
+  std::string cause = error.what();
+  const auto* transport_error = dynamic_cast<const transport::Error*>(&error);
+  if (transport_error && transport_error->timed_out()) {
+    if (auto notice = parts_.context->stop_notice(notice_wait(parts_.timeout))) cause = *notice;
+  }
+  stop_cause_ = cause;
+  abort_workers(cause);
+  parts_.context->stop(cause);
+  return cause;
 }
 
 void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
@@ -160,7 +180,9 @@ void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
     if (response.kind == OpKind::kAllreduce) parts_.counters->allreduce_bytes += input_bytes;
     finish(THREELC_OK, "", &results);
   } catch (const std::exception& e) {
-    finish(THREELC_EPEER, e.what(), nullptr);
+    // Peers first: the operations' buffers stay untouched once the transport has stopped.
+    const std::string cause = stop_transport(e);
+    finish(THREELC_EPEER, cause, nullptr);
     throw;
   }
   for (const OpRequest& t : response.tensors) cache_.use(t);
@@ -214,19 +236,18 @@ LoopStop BackgroundLoop::run(const std::atomic<bool>& shutdown_requested) {
       }
     }
   } catch (const transport::Error& e) {
-    cause = e.what();
+    cause = stop_transport(e);
     stop.code = THREELC_EPEER;
   } catch (const CollectiveError& e) {
-    cause = e.what();
+    cause = stop_transport(e);
     stop.code = THREELC_EPEER;
   } catch (const std::exception& e) {
-    cause = e.what();
+    cause = stop_transport(e);
     stop.code = THREELC_EINTERNAL;
   }
   if (stop.code != THREELC_ESHUTDOWN) {
     stop.reason = "threelc stopped: " + cause;
     parts_.log->log(LogLevel::kError, stop.reason);
-    abort_workers(cause);
   }
   return stop;
 }

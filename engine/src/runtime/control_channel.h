@@ -2,6 +2,7 @@
 // 8-byte length (tag kControlLengthTag) followed by its bytes (tag kControlBodyTag).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -26,7 +27,8 @@ class ControlReceive {
   ControlReceive(const ControlReceive&) = delete;  // the posted receive points into this object
   ControlReceive& operator=(const ControlReceive&) = delete;
   // Throws transport::Error (naming the peer) on failure, timeout or an oversized length.
-  std::vector<std::byte> wait();
+  // `extra`: added to the transport's timeout (Request::wait).
+  std::vector<std::byte> wait(std::chrono::milliseconds extra = std::chrono::milliseconds(0));
 
  private:
   transport::Pair* pair_;

@@ -63,7 +63,8 @@ class Engine {
   std::optional<HostGroups> hierarchical_groups() const;
 
   EngineSettings settings_;
-  transport::Options transport_options_;
+  std::chrono::milliseconds timeout_;     // THREELC_TIMEOUT
+  transport::Options transport_options_;  // its timeout is notice_wait() shorter
   Logger log_;
   std::unique_ptr<transport::Context> context_;
   Identity identity_;

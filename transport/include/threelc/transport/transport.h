@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -20,12 +21,16 @@ namespace threelc::transport {
 
 class Error : public std::runtime_error {
  public:
-  Error(int peer, const std::string& message) : std::runtime_error(message), peer_(peer) {}
+  Error(int peer, const std::string& message, bool timed_out = false)
+      : std::runtime_error(message), peer_(peer), timed_out_(timed_out) {}
   // The rank the failure concerns, or -1 when it concerns no single peer.
   int peer() const { return peer_; }
+  // A wait ran past its timeout: the peer may itself be waiting for another rank.
+  bool timed_out() const { return timed_out_; }
 
  private:
   int peer_;
+  bool timed_out_;
 };
 
 // Who this rank is and how to reach the job. options_from_environment() fills it.
@@ -68,6 +73,9 @@ class Request {
   // peer when it failed or did not complete within the context's timeout (options.timeout). A
   // timeout also closes that pair (its other requests fail): the stream is then out of step.
   size_t wait();
+  // The same with `extra` added to the timeout: for a wait whose peer itself waits for other
+  // ranks (the coordinator's answer), so that the rank the peer waits for is named first.
+  size_t wait(std::chrono::milliseconds extra);
 
  private:
   std::shared_ptr<detail::RequestState> state_;
@@ -97,6 +105,16 @@ class Context {
   virtual Pair& pair(int peer) = 0;
   // Control channel: on rank 0 to `peer` (1..size-1); elsewhere to the coordinator (peer 0).
   virtual Pair& control(int peer) = 0;
+  // This rank stops because of `reason` (the first cause of a failure): it tells every peer,
+  // with a stop notice on each channel after the message being written there (within about a
+  // second; a peer that does not read is skipped), then closes every channel, failing what is
+  // pending. A rank that gets a stop notice from rank P fails every channel at once with
+  // "rank P stopped: <reason>": so every rank reports the first cause, not the closed
+  // connections that follow it.
+  virtual void stop(const std::string& reason) = 0;
+  // The first stop notice this rank got ("rank P stopped: <reason>"), waiting up to `wait` for
+  // one; nullopt if none came.
+  virtual std::optional<std::string> stop_notice(std::chrono::milliseconds wait) = 0;
 };
 
 // Joins the job: authenticates to the coordinator, exchanges addresses, connects every pair.
