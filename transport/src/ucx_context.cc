@@ -50,15 +50,41 @@ UcxContext::~UcxContext() {
 }
 
 void UcxContext::stop(const std::string& reason) {
+  if (worker_) {
+    worker_->run(
+        [this, reason] {
+          for (auto& pair : pairs_) {
+            if (pair) pair->close(reason, /*notice=*/true);
+          }
+        },
+        kCloseLimit);
+  }
   bootstrap_->stop(reason);
-  if (!worker_) return;
-  worker_->run(
-      [this, reason] {
-        for (auto& pair : pairs_) {
-          if (pair) pair->close(reason);
-        }
-      },
-      kCloseLimit);
+}
+
+std::optional<std::string> UcxContext::stop_notice(std::chrono::milliseconds wait) {
+  const auto deadline = Clock::now() + wait;
+  for (;;) {
+    {
+      std::lock_guard lock(notice_mutex_);
+      if (notice_) return notice_;
+    }
+    if (auto notice = bootstrap_->stop_notice(std::chrono::milliseconds(0))) return notice;
+    if (Clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void UcxContext::on_stop_notice(int peer, const std::string& reason) {
+  const std::string message = prefix() + "rank " + std::to_string(peer) + " stopped: " + reason;
+  {
+    std::lock_guard lock(notice_mutex_);
+    if (notice_) return;
+    notice_ = message;
+  }
+  for (auto& pair : pairs_) {
+    if (pair && pair->peer() != peer) pair->close(message, /*notice=*/true);
+  }
 }
 
 Pair& UcxContext::pair(int peer) {
@@ -80,7 +106,9 @@ void UcxContext::connect_pairs() {
       std::make_shared<const std::vector<std::vector<std::byte>>>(exchange_addresses());
   for (int peer = 0; peer < size(); ++peer) {
     if (peer == rank()) continue;
-    pairs_[static_cast<size_t>(peer)] = std::make_shared<UcxPair>(*worker_, rank(), peer, options_);
+    pairs_[static_cast<size_t>(peer)] = std::make_shared<UcxPair>(
+        *worker_, rank(), peer, options_,
+        [this](int from, const std::string& reason) { on_stop_notice(from, reason); });
   }
   // Endpoints are made on the progress thread, the only one that touches the worker.
   auto errors = std::make_shared<std::vector<std::pair<int, std::string>>>();

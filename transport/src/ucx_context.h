@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,12 +36,10 @@ class UcxContext final : public Context {
   int size() const override { return options_.size; }
   Pair& pair(int peer) override;
   Pair& control(int peer) override { return bootstrap_->control(peer); }
-  // Stop notices travel on the control channels only (rank 0 and every other rank); the UCX
-  // pairs send their goodbye and fail what is pending with `reason`.
+  // Stop notices travel on the control channels (the bootstrap's) and as the text of the UCX
+  // pairs' goodbyes.
   void stop(const std::string& reason) override;
-  std::optional<std::string> stop_notice(std::chrono::milliseconds wait) override {
-    return bootstrap_->stop_notice(wait);
-  }
+  std::optional<std::string> stop_notice(std::chrono::milliseconds wait) override;
 
  private:
   std::string prefix() const { return "threelc rank " + std::to_string(rank()) + ": "; }
@@ -48,11 +48,16 @@ class UcxContext final : public Context {
   std::vector<std::vector<std::byte>> exchange_addresses();
   std::vector<std::vector<std::byte>> collect_addresses();
   void close_pairs();
+  // A peer's goodbye carried a stop notice (progress thread): recorded and relayed in the
+  // goodbyes to every other peer.
+  void on_stop_notice(int peer, const std::string& reason);
 
   const Options options_;
   std::unique_ptr<Context> bootstrap_;  // destroyed last: the control channels
   std::vector<std::shared_ptr<UcxPair>> pairs_;
   std::unique_ptr<UcxWorker> worker_;  // destroyed first: pairs outlive their callbacks
+  std::mutex notice_mutex_;
+  std::optional<std::string> notice_;  // the first stop notice from a UCX peer
 };
 
 }  // namespace threelc::transport::detail

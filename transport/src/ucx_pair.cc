@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "frame.h"
+
 namespace threelc::transport::detail {
 
 namespace {
@@ -16,13 +18,14 @@ std::byte empty_message[1];
 
 }  // namespace
 
-UcxPair::UcxPair(UcxWorker& worker, int self, int peer, const Options& options)
+UcxPair::UcxPair(UcxWorker& worker, int self, int peer, const Options& options, StopHandler on_stop)
     : worker_(worker),
       self_(self),
       peer_(peer),
       max_bytes_(options.max_message_bytes),
       timeout_(options.timeout),
-      name_("rank " + std::to_string(peer)) {}
+      name_("rank " + std::to_string(peer)),
+      on_stop_(std::move(on_stop)) {}
 
 UcxPair::~UcxPair() = default;
 
@@ -69,8 +72,11 @@ std::string UcxPair::open(std::span<const std::byte> address) {
         Op{this, std::make_shared<RequestState>(peer_, "goodbye from " + name_, timeout_)});
     goodbye->receive = true;
     goodbye->goodbye = true;
+    goodbye->capacity = kMaxStopNoticeBytes;
     goodbye_ = goodbye.get();
-    start_recv(std::move(goodbye), {}, goodbye_tag(peer_));
+    goodbye_in_.assign(kMaxStopNoticeBytes, '\0');
+    start_recv(std::move(goodbye), std::as_writable_bytes(std::span(goodbye_in_)),
+               goodbye_tag(peer_));
     return {};
   }
   ep_ = nullptr;
@@ -93,19 +99,25 @@ void UcxPair::fail(const std::string& message) {
   worker_.post([self = shared_from_this()] { self->close_endpoint(/*force=*/true); });
 }
 
-void UcxPair::close(const std::string& message) {
+void UcxPair::close(const std::string& message, bool notice) {
+  if (said_goodbye_) return;  // the endpoint closes once the peer's goodbye is in
   if (!failed_.empty()) return close_endpoint(/*force=*/true);  // broken, or the peer said goodbye
-  send_goodbye();
+  send_goodbye(notice ? message : std::string());
   fail_requests(message, /*keep_goodbye=*/true);
   // The endpoint closes once the peer's goodbye is in (finish()), so that no message of the
   // peer's is left unmatched when the worker goes.
 }
 
-void UcxPair::send_goodbye() {
+void UcxPair::send_goodbye(const std::string& notice) {
+  said_goodbye_ = true;
+  goodbye_out_ = notice.substr(0, kMaxStopNoticeBytes);  // kept until the pair goes
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
   param.cb.send = &UcxPair::on_goodbye_sent;
-  ucs_status_ptr_t request = ucp_tag_send_nbx(ep_, empty_message, 0, goodbye_tag(self_), &param);
+  const void* data = goodbye_out_.empty() ? static_cast<const void*>(empty_message)
+                                          : static_cast<const void*>(goodbye_out_.data());
+  ucs_status_ptr_t request =
+      ucp_tag_send_nbx(ep_, data, goodbye_out_.size(), goodbye_tag(self_), &param);
   (void)request;  // done at once, failed (the peer is gone), or freed by on_goodbye_sent
 }
 
@@ -210,9 +222,15 @@ void UcxPair::finish(Op* op, ucs_status_t status, size_t length) {
     // endpoint closes after a flush.
     if (status != UCS_OK) return;
     if (failed_.empty()) {
-      fail_requests(prefix() + name_ +
-                    " closed the connection (its transport context was shut down)");
-      send_goodbye();
+      if (length == 0) {
+        fail_requests(prefix() + name_ +
+                      " closed the connection (its transport context was shut down)");
+      } else {
+        const std::string reason = goodbye_in_.substr(0, length);
+        fail_requests(prefix() + name_ + " stopped: " + reason);
+        if (on_stop_) on_stop_(peer_, reason);  // relays to the other peers
+      }
+      if (!said_goodbye_) send_goodbye();
     }
     return close_endpoint(/*force=*/false);
   }

@@ -10,7 +10,9 @@
 // after its last message. It plays TCP's end of file: the peer's pending receives fail at once
 // ("rank 2 closed the connection"), while what arrived before it can still be received. A rank
 // that gets a goodbye answers with its own, and each closes its endpoint only once the peer's
-// goodbye is in, so that no message is left unmatched when the worker goes.
+// goodbye is in, so that no message is left unmatched when the worker goes. A goodbye with text
+// (at most kMaxStopNoticeBytes) is a stop notice, as on TCP: the peer's requests fail with
+// "rank P stopped: <text>", and the context hears of it (StopHandler) to relay it.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -18,6 +20,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -31,7 +34,10 @@ namespace threelc::transport::detail {
 
 class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> {
  public:
-  UcxPair(UcxWorker& worker, int self, int peer, const Options& options);
+  // Called on the progress thread when the peer's goodbye carries a stop notice.
+  using StopHandler = std::function<void(int, const std::string&)>;
+
+  UcxPair(UcxWorker& worker, int self, int peer, const Options& options, StopHandler on_stop);
   ~UcxPair() override;
 
   int peer() const override { return peer_; }
@@ -48,7 +54,8 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
   // peer's goodbye is in, closes the endpoint after flushing it (so every message sent, goodbye
   // included, has left, and none of the peer's is left unmatched); closed() says when that
   // finished. A peer that fails meanwhile ends the wait (fail()).
-  void close(const std::string& message);
+  // `notice`: the goodbye carries `message` as a stop notice (Context::stop).
+  void close(const std::string& message, bool notice = false);
   bool closed() const { return ep_ == nullptr && closing_ == nullptr; }
   // Writes UCX's view of the endpoint (its transports) to stderr (THREELC_TRANSPORT_DEBUG).
   void print_info() const;
@@ -90,7 +97,7 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
   void start_recv(std::unique_ptr<Op> owned, std::span<std::byte> into, uint64_t tag);
   // Whether a message with `tag` from the peer waits in UCX's unexpected queue.
   bool arrived(uint32_t tag) const;
-  void send_goodbye();
+  void send_goodbye(const std::string& notice = {});
   // Keeps `owned` in in_flight_ before UCX sees it (a callback may run inside the post).
   Op* track(std::unique_ptr<Op> owned);
   // What the post returned: done at once, failed, or a request the callback completes.
@@ -105,12 +112,16 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
   const uint64_t max_bytes_;
   const std::chrono::milliseconds timeout_;
   const std::string name_;
+  const StopHandler on_stop_;
 
   // Progress-thread state.
   ucp_ep_h ep_ = nullptr;
   void* closing_ = nullptr;  // the endpoint's close request while it runs
   std::string failed_;       // non-empty once the pair failed or was closed
   Op* goodbye_ = nullptr;    // the receive of the peer's goodbye while it is posted
+  bool said_goodbye_ = false;
+  std::string goodbye_in_;   // the peer's goodbye: empty, or its stop notice
+  std::string goodbye_out_;  // this side's goodbye text while it is sent
   std::unordered_map<Op*, std::unique_ptr<Op>> in_flight_;
 };
 
