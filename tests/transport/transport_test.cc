@@ -61,6 +61,18 @@ class Job {
     return process;
   }
 
+  // A process that claims `rank` with `overrides` (e.g. a wrong secret), kept apart from the
+  // job's ranks: exit_code(), output() and wait_rank() know it as impostor(rank).
+  static int impostor(int rank) { return 1000 + rank; }
+  Process& spawn_impostor(int rank, const Env& overrides) {
+    Env vars = env(rank);
+    for (const auto& [k, v] : overrides) vars[k] = v;
+    auto& process = processes_[impostor(rank)];
+    process.log = ts::log_path("transport_" + name_ + "_impostor", rank);
+    process.pid = ts::spawn_logged(TRANSPORT_PROBE_PATH, vars, process.log);
+    return process;
+  }
+
   // Waits for every spawned process up to `limit`; kills the rest. Returns false on a hang.
   bool wait_all(std::chrono::seconds limit) {
     const auto deadline = Clock::now() + limit;
@@ -236,6 +248,24 @@ TEST_P(TransportTest, WrongSecretIsRefusedAndNamed) {
   EXPECT_NE(coordinator.find("rank 2 of 3 never connected"), std::string::npos) << coordinator;
   EXPECT_EQ(job.exit_code(1), 1);
   EXPECT_NE(job.output(1).find("rank 2 of 3 never connected"), std::string::npos) << job.output(1);
+}
+
+TEST_P(TransportTest, ImpostorWithAWrongSecretIsDroppedAndTheJobRuns) {
+  // A process claiming rank 2 with the wrong secret reaches the coordinator first: it is
+  // refused and dropped, and the real rank 2, which comes after it, joins a job that runs.
+  Job job(3, "impostor", transport());
+  job.spawn(0);
+  job.spawn(1);
+  job.spawn_impostor(2, {{"THREELC_SECRET", "not-the-secret"}});
+  job.wait_rank(Job::impostor(2), std::chrono::seconds(20));
+  job.spawn(2);
+  ASSERT_TRUE(job.wait_all(std::chrono::seconds(30)));
+  expect_all_ok(job, 3);
+  EXPECT_EQ(job.exit_code(Job::impostor(2)), 1) << job.output(Job::impostor(2));
+  EXPECT_NE(job.output(Job::impostor(2)).find("THREELC_SECRET"), std::string::npos)
+      << job.output(Job::impostor(2));
+  EXPECT_NE(job.output(0).find("authentication failed (claimed rank 2)"), std::string::npos)
+      << job.output(0);
 }
 
 TEST_P(TransportTest, RankThatNeverStartsIsNamed) {
