@@ -10,6 +10,8 @@ the engine fails them, and must then see a ThreelcError. Faults:
                  (its third socket, after its control connection and data listener)
     negotiation  the victim kills itself while the survivors wait for it to submit a tensor
     push_pull    the victim kills itself while large compressed allreduces are on the wire
+    torch        as push_pull, through threelc.torch (hvd.allreduce of torch tensors, as a
+                 Horovod training script calls it)
     stall        the victim stops itself (SIGSTOP) during those allreduces: its sockets stop
                  being read, its process stays alive
     link         nothing is injected here: each rank prints RUNNING after its first
@@ -87,6 +89,13 @@ def kill_self_at_third_socket():
 
 
 def allreduce_rounds():
+    if FAULT == "torch":
+        import torch
+        import threelc.torch as thvd
+        x = torch.full((ELEMENTS,), float(RANK + 1))
+        for i in range(ROUNDS):
+            thvd.allreduce(x, name=f"grad.{i % 4}", op=thvd.Sum)
+        return
     x = np.full(ELEMENTS, RANK + 1, np.float32)
     for i in range(ROUNDS):
         hvd.allreduce(x, name=f"grad.{i % 4}", op=hvd.Sum)
@@ -129,8 +138,9 @@ def main():
         survive(lambda: hvd.allreduce(np.ones(16, np.float32), name="never", op=hvd.Sum))
         return
 
-    if RANK == VICTIM and FAULT in ("push_pull", "stall"):
-        kill_self_later(1.0, signal.SIGKILL if FAULT == "push_pull" else signal.SIGSTOP)
+    if RANK == VICTIM and FAULT in ("push_pull", "torch", "stall"):
+        kill_self_later(1.0 if FAULT != "torch" else 3.0,
+                        signal.SIGSTOP if FAULT == "stall" else signal.SIGKILL)
     elif RANK == VICTIM and FAULT != "link":
         raise SystemExit(f"fault_worker.py: unknown fault {FAULT!r}")
     survive(allreduce_rounds)

@@ -118,6 +118,11 @@ def test_kill_during_push_pull(victim):
     check_every_survivor_names_the_victim(job, 30 + SLACK)
 
 
+def test_kill_during_push_pull_raises_through_threelc_torch():
+    job = run_fault("torch", 2)
+    check_every_survivor_names_the_victim(job, 30 + SLACK)
+
+
 @pytest.mark.parametrize("victim", [3, 0])
 def test_kill_during_negotiation(victim):
     job = run_fault("negotiation", victim)
