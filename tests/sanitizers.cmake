@@ -18,16 +18,36 @@ endif()
 if(threelc_sanitizer_runtime)
   execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=${threelc_sanitizer_runtime}
                   OUTPUT_VARIABLE THREELC_SANITIZER_PRELOAD OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(threelc_sanitizer_runtime STREQUAL "libasan.so")
+    # libstdc++ too, behind it: ASan finds the __cxa_throw it wraps when it starts, and Python
+    # loads libstdc++ only later (with torch or libthreelc.so), so the first C++ exception
+    # would fail its check "real___cxa_throw != 0" and abort the rank.
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
+                    OUTPUT_VARIABLE libstdcxx OUTPUT_STRIP_TRAILING_WHITESPACE)
+    string(APPEND THREELC_SANITIZER_PRELOAD ":${libstdcxx}")
+  endif()
   message(STATUS "threelc: sanitizer build: Python-hosted tests preload "
                  "${THREELC_SANITIZER_PRELOAD}")
+  # The sanitizers slow a process down 2-15x (TSan the most), and the CPUs are shared by the
+  # ranks of a job: the TIMEOUT of every test added here (the pytest suites and jobs; the
+  # GoogleTest cases keep theirs) is multiplied by this factor.
+  set(THREELC_SANITIZER_TIMEOUT_FACTOR 3 CACHE STRING
+      "Factor of the tests' TIMEOUT in a sanitizer build")
   # Deferred to the end of tests/CMakeLists.txt, so that it sees every test added there.
-  function(threelc_sanitize_python_tests)
+  function(threelc_sanitize_tests)
     get_property(tests DIRECTORY PROPERTY TESTS)
     foreach(test IN LISTS tests)
+      get_test_property(${test} TIMEOUT timeout)
+      if(timeout)
+        math(EXPR timeout "${timeout} * ${THREELC_SANITIZER_TIMEOUT_FACTOR}")
+        set_tests_properties(${test} PROPERTIES TIMEOUT ${timeout})
+      endif()
       get_test_property(${test} ENVIRONMENT env)
       if(NOT env MATCHES "THREELC_LIBRARY=")
         continue()
       endif()
+      # Label python-hosted: `-LE python-hosted` leaves them out (CI's ASan subset does).
+      set_property(TEST ${test} APPEND PROPERTY LABELS python-hosted)
       set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT_MODIFICATION
                    "LD_PRELOAD=path_list_prepend:${THREELC_SANITIZER_PRELOAD}")
       if(threelc_sanitizer_runtime STREQUAL "libasan.so")
@@ -37,5 +57,5 @@ if(threelc_sanitizer_runtime)
       endif()
     endforeach()
   endfunction()
-  cmake_language(DEFER CALL threelc_sanitize_python_tests)
+  cmake_language(DEFER CALL threelc_sanitize_tests)
 endif()
