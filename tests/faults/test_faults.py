@@ -119,7 +119,8 @@ def test_kill_during_push_pull(victim):
 
 
 def test_kill_during_push_pull_raises_through_threelc_torch():
-    job = run_fault("torch", 2)
+    # Importing torch on 4 ranks of a loaded 2-core machine is slow: more time to report.
+    job = run_fault("torch", 2, failure_wait=15)
     check_every_survivor_names_the_victim(job, 30 + SLACK)
 
 

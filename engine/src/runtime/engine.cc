@@ -54,6 +54,7 @@ Engine::Engine(HandleTable& handles)
     context_ = transport::connect(transport_options_);
     identity_ = exchange_identity(*context_, transport_options_, host_name(settings_));
   } catch (const transport::Error& e) {
+    if (context_) context_->stop(e.what());  // the peers learn the cause, not a closed socket
     throw EngineError(THREELC_EPEER, e.what());
   }
   if (!settings_.timeline.empty() && identity_.rank == 0) {
