@@ -82,13 +82,18 @@ Pair& TcpContext::control(int peer) {
   return *control_[static_cast<size_t>(peer)];
 }
 
-void TcpContext::stop(const std::string& reason) {
+std::vector<Request> TcpContext::send_stop_notices(const std::string& reason, int except) {
   std::vector<Request> notices;
   for (auto* channels : {&pairs_, &control_}) {
     for (auto& pair : *channels) {
-      if (pair) notices.push_back(pair->send_stop_notice(reason));
+      if (pair && pair->peer() != except) notices.push_back(pair->send_stop_notice(reason));
     }
   }
+  return notices;
+}
+
+void TcpContext::stop(const std::string& reason) {
+  std::vector<Request> notices = send_stop_notices(reason, /*except=*/-1);
   const auto deadline = Clock::now() + std::chrono::seconds(1);
   for (Request& notice : notices) {
     while (!notice.done() && Clock::now() < deadline) {
@@ -121,12 +126,7 @@ void TcpContext::on_stop_notice(int peer, const std::string& reason) {
   notice_cv_.notify_all();
   // Relayed to every other peer before the channels close: a peer that sees this rank's
   // connections close has the cause first, on the same stream.
-  auto relays = std::make_shared<std::vector<Request>>();
-  for (auto* channels : {&pairs_, &control_}) {
-    for (auto& pair : *channels) {
-      if (pair && pair->peer() != peer) relays->push_back(pair->send_stop_notice(message));
-    }
-  }
+  auto relays = std::make_shared<std::vector<Request>>(send_stop_notices(message, peer));
   asio::co_spawn(io_, close_after(relays, message), asio::detached);
 }
 

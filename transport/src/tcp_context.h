@@ -60,6 +60,8 @@ class TcpContext final : public Context {
   }
   HandshakeSelf handshake_self() const { return {rank(), size(), options_.secret}; }
   void close_all(const std::string& message);
+  // A stop notice on every data and control channel but those to `except` (-1: none).
+  std::vector<Request> send_stop_notices(const std::string& reason, int except);
   // A peer's stop notice (I/O thread): recorded, relayed to the other peers, and then (once
   // the relays are written, within a second) every channel fails with it.
   void on_stop_notice(int peer, const std::string& reason);
