@@ -9,6 +9,8 @@ the engine fails them, and must then see a ThreelcError. Faults:
                  wait in init() for it, and dies as soon as the first data channel reaches it
                  (its third socket, after its control connection and data listener)
     negotiation  the victim kills itself while the survivors wait for it to submit a tensor
+    stall_negotiation  the victim stops itself (SIGSTOP) there: rank 0 waits for its cycle
+                 request, the other survivors for rank 0's answer
     push_pull    the victim kills itself while large compressed allreduces are on the wire
     torch        as push_pull, through threelc.torch (hvd.allreduce of torch tensors, as a
                  Horovod training script calls it)
@@ -130,9 +132,9 @@ def main():
 
     threelc.init()
     hvd.allreduce(np.ones(16, np.float32), name="warmup", op=hvd.Sum)
-    if FAULT == "negotiation":
+    if FAULT in ("negotiation", "stall_negotiation"):
         if RANK == VICTIM:
-            kill_self_later(1.0, signal.SIGKILL)
+            kill_self_later(1.0, signal.SIGKILL if FAULT == "negotiation" else signal.SIGSTOP)
             time.sleep(60)
             return
         survive(lambda: hvd.allreduce(np.ones(16, np.float32), name="never", op=hvd.Sum))

@@ -10,7 +10,11 @@
 // before the receive is posted and one after; rank 0 prints each error as "truncated: ..." and
 // then checks that the pair still carries a message); "idle" (2 ranks: rank 0 posts a 16 MiB
 // receive from rank 1 and a 16 MiB send to it, which rank 1 matches only after 2 s; rank 0
-// prints "idle: waited W s, cpu C s", its process's CPU time over the wait).
+// prints "idle: waited W s, cpu C s", its process's CPU time over the wait); "chain" (3 ranks:
+// rank 2 says hello to both others and stops itself with SIGSTOP; rank 0 waits for a message
+// from rank 1 at once, rank 1 for one from rank 2 only after THREELC_PROBE_CHAIN_DELAY_MS; each
+// prints "chain: ERROR after S s: <message>" and stops its context with it, as the engine does);
+// "deadlock" (2 ranks: each waits for a message the other never sends, and prints the same).
 // THREELC_PROBE_DELAY_MS: sleep before joining; THREELC_PROBE_LINGER_MS: sleep before exiting.
 #include <signal.h>
 #include <time.h>
@@ -244,6 +248,44 @@ int idle_mode(tt::Context& ctx) {
   return 0;
 }
 
+// Waits for a message `from` never sends; prints how that wait ended.
+int wait_for_nothing(tt::Context& ctx, int from, uint32_t tag) {
+  std::vector<std::byte> buffer(16);
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    ctx.pair(from).recv(tag, buffer).wait();
+  } catch (const tt::Error& e) {
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::printf("chain: ERROR after %.2f s: %s\n", took, e.what());
+    std::fflush(stdout);
+    ctx.stop(e.what());
+    return 1;
+  }
+  return 0;
+}
+
+int chain_mode(tt::Context& ctx) {
+  constexpr uint32_t kHello = 8;
+  constexpr uint32_t kNever = 9;
+  std::vector<std::byte> buffer(16);
+  if (ctx.rank() == 2) {
+    ctx.pair(0).send(kHello, buffer).wait();
+    ctx.pair(1).send(kHello, buffer).wait();
+    std::fflush(stdout);
+    raise(SIGSTOP);  // the test SIGKILLs it
+    return 0;
+  }
+  ctx.pair(2).recv(kHello, buffer).wait();
+  int from = 1;
+  if (ctx.rank() == 1) {
+    const char* delay = std::getenv("THREELC_PROBE_CHAIN_DELAY_MS");
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay ? std::atoi(delay) : 2000));
+    from = 2;
+  }
+  return wait_for_nothing(ctx, from, kNever);
+}
+
 }  // namespace
 
 int main() {
@@ -257,6 +299,10 @@ int main() {
     auto ctx = tt::connect(options);
     const char* mode = std::getenv("THREELC_PROBE_MODE");
     if (mode != nullptr && std::strcmp(mode, "kill") == 0) return kill_mode(*ctx);
+    if (mode != nullptr && std::strcmp(mode, "chain") == 0) return chain_mode(*ctx);
+    if (mode != nullptr && std::strcmp(mode, "deadlock") == 0) {
+      return wait_for_nothing(*ctx, 1 - ctx->rank(), 9);
+    }
     if (mode != nullptr && std::strcmp(mode, "idle") == 0) {
       const int status = idle_mode(*ctx);
       std::fflush(stdout);

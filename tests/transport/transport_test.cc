@@ -99,6 +99,14 @@ class Job {
     if (process.status == -1) ADD_FAILURE() << "rank " << rank << " hung:\n" << output(rank);
   }
 
+  void kill_rank(int rank) {
+    auto& process = processes_.at(rank);
+    if (process.exited) return;
+    ::kill(process.pid, SIGKILL);
+    process.status = ts::wait_until(process.pid, Clock::now() + std::chrono::seconds(10));
+    process.exited = true;
+  }
+
   int exit_code(int rank) { return ts::exit_code(processes_.at(rank).status); }
   std::string output(int rank) { return ts::read_file(processes_.at(rank).log); }
   uint16_t port() const { return port_; }
@@ -387,6 +395,50 @@ TEST_P(TransportTest, LongerMessageFailsOnlyItsReceiveNamingPeerTagAndSizes) {
                           "of 1000 bytes (receive with tag 4 from rank 1)"),
             std::string::npos)
       << lines[1];
+}
+
+TEST_P(TransportTest, TimeoutBlamesTheStalledRankNotTheRankWaitingForIt) {
+  // Rank 2 stops (SIGSTOP); rank 1 starts waiting for it 2 s after rank 0 starts waiting for
+  // rank 1, longer than a peer's answer may take (1 s at THREELC_TIMEOUT=4). Rank 0's wait
+  // must learn that rank 1 waits for rank 2 and end with rank 1's stop notice naming rank 2.
+  Job job(3, "chain", transport());
+  const Env env{{"THREELC_PROBE_MODE", "chain"}, {"THREELC_TIMEOUT", "4"}};
+  for (int rank = 0; rank < 3; ++rank) job.spawn(rank, env);
+  job.wait_rank(1, std::chrono::seconds(30));
+  job.wait_rank(0, std::chrono::seconds(10));
+  job.kill_rank(2);
+  for (int rank : {0, 1}) {
+    const auto lines = ts::lines_starting(job.output(rank), "chain: ERROR after ");
+    ASSERT_EQ(lines.size(), 1u) << job.output(rank);
+    EXPECT_NE(lines[0].find("rank 2 did not answer"), std::string::npos) << lines[0];
+    double took = 0;
+    ASSERT_EQ(std::sscanf(lines[0].c_str(), "chain: ERROR after %lf s", &took), 1) << lines[0];
+    if (rank == 1) {
+      // Its own wait: it asks at 3 s and waits 1 s for the answer.
+      EXPECT_NE(lines[0].find("timed out after 4"), std::string::npos) << lines[0];
+    } else {
+      // Rank 1's cause, relayed: not a timeout of its own naming rank 1.
+      EXPECT_NE(lines[0].find("rank 1 stopped: "), std::string::npos) << lines[0];
+      EXPECT_GE(took, 5.0) << lines[0];
+    }
+    EXPECT_LT(took, 12.0) << lines[0];
+  }
+}
+
+TEST_P(TransportTest, RanksWaitingForEachOtherReportADeadlock) {
+  // Each answers the other's question "I wait for you": one more timeout, then the error says
+  // so rather than "did not answer" (at THREELC_TIMEOUT=4: asked at 3 s and again at 6 s).
+  Job job(2, "deadlock", transport());
+  const Env env{{"THREELC_PROBE_MODE", "deadlock"}, {"THREELC_TIMEOUT", "4"}};
+  for (int rank = 0; rank < 2; ++rank) job.spawn(rank, env);
+  ASSERT_TRUE(job.wait_all(std::chrono::seconds(30)));
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto lines = ts::lines_starting(job.output(rank), "chain: ERROR after ");
+    ASSERT_EQ(lines.size(), 1u) << job.output(rank);
+    // The first to give up says deadlock; the other may report its stop notice instead.
+    EXPECT_NE(lines[0].find("waits for this rank (a deadlock)"), std::string::npos) << lines[0];
+    EXPECT_EQ(lines[0].find("did not answer"), std::string::npos) << lines[0];
+  }
 }
 
 TEST_P(TransportTest, WaitingForAPeerDoesNotSpinACore) {

@@ -51,4 +51,21 @@ std::string parse_frame_header(std::span<const std::byte> bytes, uint64_t max_le
   return {};
 }
 
+WaitAnswerBytes encode_wait_answer(const WaitAnswer& answer) {
+  WaitAnswerBytes out{};
+  put_le(out.data(), static_cast<uint32_t>(answer.peer), 4);
+  put_le(out.data() + 4, answer.waited_ms, 4);
+  return out;
+}
+
+std::string parse_wait_answer(std::span<const std::byte> bytes, WaitAnswer& out) {
+  if (bytes.size() != kWaitAnswerBytes) {
+    return "a wait answer of " + std::to_string(bytes.size()) + " bytes (expected " +
+           std::to_string(kWaitAnswerBytes) + ")";
+  }
+  out.peer = static_cast<int32_t>(static_cast<uint32_t>(get_le(bytes.data(), 4)));
+  out.waited_ms = static_cast<uint32_t>(get_le(bytes.data() + 4, 4));
+  return {};
+}
+
 }  // namespace threelc::transport::detail

@@ -11,9 +11,10 @@
 
 namespace threelc::transport::detail {
 
-TcpContext::TcpContext(const Options& options, bool data_channels)
+TcpContext::TcpContext(const Options& options, bool data_channels, TcpContextLinks links)
     : options_(options),
       data_channels_(data_channels),
+      links_(std::move(links)),
       handshake_timeout_(
           std::min({options.timeout, options.start_timeout, std::chrono::milliseconds(10'000)})),
       work_(asio::make_work_guard(io_)),
@@ -110,20 +111,11 @@ void TcpContext::stop(const std::string& reason) {
   future.wait_for(std::chrono::seconds(2));
 }
 
-std::optional<std::string> TcpContext::stop_notice(std::chrono::milliseconds wait) {
-  std::unique_lock lock(notice_mutex_);
-  notice_cv_.wait_for(lock, wait, [this] { return notice_.has_value(); });
-  return notice_;
-}
-
 void TcpContext::on_stop_notice(int peer, const std::string& reason) {
   const std::string message = prefix() + "rank " + std::to_string(peer) + " stopped: " + reason;
-  {
-    std::lock_guard lock(notice_mutex_);
-    if (notice_) return;  // relaying the first one already
-    notice_ = message;
-  }
-  notice_cv_.notify_all();
+  if (relaying_) return;  // relaying the first one already
+  relaying_ = true;
+  if (links_.on_notice) (*links_.on_notice)(peer, reason);
   // Relayed to every other peer before the channels close: a peer that sees this rank's
   // connections close has the cause first, on the same stream.
   auto relays = std::make_shared<std::vector<Request>>(send_stop_notices(message, peer));
@@ -254,7 +246,7 @@ void TcpContext::add_pair(int peer, tcp::socket socket) {
     return;
   }
   auto pair =
-      std::make_shared<TcpPair>(std::move(socket), rank(), peer, false, options_, stop_handler());
+      std::make_shared<TcpPair>(std::move(socket), rank(), peer, false, options_, pair_links());
   pairs_[static_cast<size_t>(peer)] = pair;
   pair->start();
   if (++connected_ == size() - 1) wake_->cancel();
@@ -318,8 +310,11 @@ void TcpContext::open_data_listener(const std::string& host) {
   asio::co_spawn(io_, accept_loop(data_acceptor_, kKindData), asio::detached);
 }
 
-std::unique_ptr<Context> connect_tcp(const Options& options, TcpChannels channels) {
-  auto context = std::make_unique<TcpContext>(options, channels == TcpChannels::kAll);
+std::unique_ptr<Context> connect_tcp(const Options& options, TcpChannels channels,
+                                     TcpContextLinks links) {
+  if (!links.waits) links.waits = std::make_shared<WaitRegistry>();
+  auto context =
+      std::make_unique<TcpContext>(options, channels == TcpChannels::kAll, std::move(links));
   try {
     context->run_rendezvous();
   } catch (const Error& e) {

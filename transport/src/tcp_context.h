@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "tcp.h"
 #include "tcp_handshake.h"
 #include "tcp_pair.h"
 #include "tcp_socket.h"
@@ -25,7 +26,8 @@ namespace threelc::transport::detail {
 class TcpContext final : public Context {
  public:
   // `data_channels`: false opens no data listener and no data channels (TcpChannels).
-  TcpContext(const Options& options, bool data_channels);
+  // `links.waits`: this rank's waits, which the pairs answer peers' wait queries from.
+  TcpContext(const Options& options, bool data_channels, TcpContextLinks links);
   ~TcpContext() override;
 
   // Runs the rendezvous on the I/O thread and waits for it; throws Error.
@@ -36,7 +38,6 @@ class TcpContext final : public Context {
   Pair& pair(int peer) override;
   Pair& control(int peer) override;
   void stop(const std::string& reason) override;
-  std::optional<std::string> stop_notice(std::chrono::milliseconds wait) override;
 
  private:
   // A handshake socket, closed when its deadline passes or the context shuts down.
@@ -67,8 +68,9 @@ class TcpContext final : public Context {
   void on_stop_notice(int peer, const std::string& reason);
   asio::awaitable<void> close_after(std::shared_ptr<std::vector<Request>> relays,
                                     std::string message);
-  TcpPair::StopHandler stop_handler() {
-    return [this](int peer, const std::string& reason) { on_stop_notice(peer, reason); };
+  TcpPair::Links pair_links() {
+    return {[this](int peer, const std::string& reason) { on_stop_notice(peer, reason); },
+            links_.waits};
   }
 
   // --- connection setup (tcp_context.cc) ---
@@ -99,6 +101,7 @@ class TcpContext final : public Context {
 
   const Options options_;
   const bool data_channels_;
+  const TcpContextLinks links_;
   const std::chrono::milliseconds handshake_timeout_;
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -106,11 +109,9 @@ class TcpContext final : public Context {
   std::mutex stopped_mutex_;
   std::condition_variable stopped_cv_;
   bool stopped_ = false;
-  std::mutex notice_mutex_;
-  std::condition_variable notice_cv_;
-  std::optional<std::string> notice_;  // the first stop notice from a peer
 
   // I/O-thread state.
+  bool relaying_ = false;  // a peer's stop notice arrived: relaying it (the first one only)
   bool closing_ = false;
   tcp::acceptor control_acceptor_{io_};
   tcp::acceptor data_acceptor_{io_};

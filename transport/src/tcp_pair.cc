@@ -9,7 +9,7 @@
 namespace threelc::transport::detail {
 
 TcpPair::TcpPair(tcp::socket socket, int self, int peer, bool control, const Options& options,
-                 StopHandler on_stop)
+                 Links links)
     : socket_(std::move(socket)),
       self_(self),
       peer_(peer),
@@ -17,22 +17,23 @@ TcpPair::TcpPair(tcp::socket socket, int self, int peer, bool control, const Opt
       max_bytes_(options.max_message_bytes),
       timeout_(options.timeout),
       name_(peer_name()),
-      on_stop_(std::move(on_stop)) {
+      links_(std::move(links)) {
   tune_socket(socket_);
 }
 
 namespace {
-std::string reserved_tag_error(int self) {
-  return "threelc rank " + std::to_string(self) + ": tag " + std::to_string(kStopNoticeTag) +
-         " is reserved for stop notices";
+std::string reserved_tag_error(int self, uint32_t tag) {
+  return "threelc rank " + std::to_string(self) + ": tag " + std::to_string(tag) +
+         " is reserved (tags from " + std::to_string(kFirstReservedTag) +
+         " up carry the transport's stop notices and wait queries)";
 }
 }  // namespace
 
 Request TcpPair::send(uint32_t tag, std::span<const std::byte> bytes) {
   auto state = make_state("send of " + std::to_string(bytes.size()) + " bytes with tag " +
                           std::to_string(tag) + " to " + name_);
-  if (tag == kStopNoticeTag) {
-    state->fail(reserved_tag_error(self_));
+  if (tag >= kFirstReservedTag) {
+    state->fail(reserved_tag_error(self_, tag));
     return Request(state);
   }
   if (bytes.size() > max_bytes_) {
@@ -42,7 +43,7 @@ Request TcpPair::send(uint32_t tag, std::span<const std::byte> bytes) {
   }
   asio::post(socket_.get_executor(), [self = shared_from_this(), tag, bytes, state] {
     if (!self->failed_.empty()) return state->fail(self->failed_);
-    self->sendq_.push_back(SendOp{encode_frame_header(tag, bytes.size()), bytes, state});
+    self->sendq_.push_back(SendOp{encode_frame_header(tag, bytes.size()), bytes, state, nullptr});
     if (!self->writing_) self->write_next();
   });
   return Request(state);
@@ -50,8 +51,8 @@ Request TcpPair::send(uint32_t tag, std::span<const std::byte> bytes) {
 
 Request TcpPair::recv(uint32_t tag, std::span<std::byte> into) {
   auto state = make_state("receive with tag " + std::to_string(tag) + " from " + name_);
-  if (tag == kStopNoticeTag) {
-    state->fail(reserved_tag_error(self_));
+  if (tag >= kFirstReservedTag) {
+    state->fail(reserved_tag_error(self_, tag));
     return Request(state);
   }
   asio::post(socket_.get_executor(), [self = shared_from_this(), tag, into, state] {
@@ -72,6 +73,9 @@ void TcpPair::fail(const std::string& message) {
   socket_.close(ec);
   for (auto& op : sendq_) op.state->fail(message);
   sendq_.clear();
+  urgent_.clear();
+  for (auto& pending : asks_) pending->set(std::nullopt);
+  asks_.clear();
   for (auto& [tag, queue] : posted_) {
     for (auto& op : queue) op.state->fail(message);
   }
@@ -85,23 +89,56 @@ void TcpPair::close_from_any_thread(const std::string& message) {
   asio::post(socket_.get_executor(), [self = shared_from_this(), message] { self->fail(message); });
 }
 
+void TcpPair::close_after_timeout(const std::string& message) {
+  asio::post(socket_.get_executor(), [self = shared_from_this(), message] {
+    if (!self->failed_.empty()) return;
+    if (!self->writing_ && self->stop_out_.empty()) {
+      self->stop_out_ = message.substr(0, kMaxStopNoticeBytes);
+      const FrameHeaderBytes header = encode_frame_header(kStopNoticeTag, self->stop_out_.size());
+      const std::array<asio::const_buffer, 2> frame{asio::buffer(header),
+                                                    asio::buffer(self->stop_out_)};
+      // Never blocks: a socket that does not take it at once ends with a cut-off frame, which
+      // the peer reads as a closed connection, as without a notice.
+      error_code ec;
+      self->socket_.non_blocking(true, ec);
+      if (!ec) asio::write(self->socket_, frame, ec);
+    }
+    self->fail(message);
+  });
+}
+
 Request TcpPair::send_stop_notice(const std::string& reason) {
   auto state = std::make_shared<RequestState>(peer_, "stop notice to " + name_, timeout_);
   asio::post(socket_.get_executor(), [self = shared_from_this(), reason, state] {
     if (!self->failed_.empty()) return state->fail(self->failed_);
     if (!self->stop_out_.empty()) return state->complete(0);  // sent already
     // The send being written stays (its bytes are half on the wire); the rest never start.
-    const size_t keep = self->writing_ ? 1 : 0;
+    const size_t keep = self->writing_ && !self->writing_urgent_ ? 1 : 0;
     while (self->sendq_.size() > keep) {
       self->sendq_.back().state->fail(reason);
       self->sendq_.pop_back();
     }
     self->stop_out_ = reason.substr(0, kMaxStopNoticeBytes);
     self->sendq_.push_back(SendOp{encode_frame_header(kStopNoticeTag, self->stop_out_.size()),
-                                  std::as_bytes(std::span(self->stop_out_)), state});
+                                  std::as_bytes(std::span(self->stop_out_)), state, nullptr});
     if (!self->writing_) self->write_next();
   });
   return Request(state);
+}
+
+std::optional<WaitAnswer> TcpPair::ask(std::chrono::milliseconds wait) {
+  auto pending = std::make_shared<PendingAnswer>();
+  asio::post(socket_.get_executor(), [self = shared_from_this(), pending] {
+    if (!self->failed_.empty()) return pending->set(std::nullopt);
+    self->asks_.push_back(pending);
+    self->send_urgent(SendOp{encode_frame_header(kWaitQueryTag, 0), {}, nullptr, nullptr});
+  });
+  return pending->wait_for(wait);
+}
+
+void TcpPair::send_urgent(SendOp op) {
+  urgent_.push_back(std::move(op));
+  if (!writing_) write_next();
 }
 
 std::string TcpPair::peer_name() const {
@@ -116,8 +153,14 @@ std::shared_ptr<RequestState> TcpPair::make_state(std::string what) {
   auto state = std::make_shared<RequestState>(peer_, std::move(what), timeout_);
   std::weak_ptr<TcpPair> weak = weak_from_this();
   state->on_timeout = [weak](const std::string& message) {
-    if (auto self = weak.lock()) self->close_from_any_thread(message);
+    if (auto self = weak.lock()) self->close_after_timeout(message);
   };
+  state->ask = [weak](std::chrono::milliseconds wait) -> std::optional<WaitAnswer> {
+    if (auto self = weak.lock()) return self->ask(wait);
+    return std::nullopt;
+  };
+  state->waits = links_.waits;
+  state->self = self_;
   return state;
 }
 
@@ -132,21 +175,23 @@ void TcpPair::on_error(const error_code& ec, const char* doing) {
 }
 
 void TcpPair::write_next() {
-  if (sendq_.empty() || !failed_.empty()) {
+  if ((sendq_.empty() && urgent_.empty()) || !failed_.empty()) {
     writing_ = false;
     return;
   }
   writing_ = true;
-  auto& op = sendq_.front();
+  writing_urgent_ = !urgent_.empty();
+  auto& op = writing_urgent_ ? urgent_.front() : sendq_.front();
   std::array<asio::const_buffer, 2> buffers{asio::buffer(op.header),
                                             asio::buffer(op.bytes.data(), op.bytes.size())};
   asio::async_write(socket_, buffers, large_transfers,
                     [self = shared_from_this()](const error_code& ec, size_t) {
                       if (!self->failed_.empty()) return;
                       if (ec) return self->on_error(ec, "sending");
-                      auto done = std::move(self->sendq_.front());
-                      self->sendq_.pop_front();
-                      done.state->complete(done.bytes.size());
+                      auto& queue = self->writing_urgent_ ? self->urgent_ : self->sendq_;
+                      auto done = std::move(queue.front());
+                      queue.pop_front();
+                      if (done.state) done.state->complete(done.bytes.size());
                       self->write_next();
                     });
 }
@@ -197,6 +242,8 @@ void TcpPair::on_header() {
                 "): " + error);
   }
   if (header.tag == kStopNoticeTag) return read_stop_notice(header.length);
+  if (header.tag == kWaitQueryTag) return answer_query(header.length);
+  if (header.tag == kWaitAnswerTag) return read_answer(header.length);
   auto posted_it = posted_.find(header.tag);
   if (posted_it != posted_.end() && !posted_it->second.empty()) {
     auto op = std::move(posted_it->second.front());
@@ -238,7 +285,40 @@ void TcpPair::read_stop_notice(uint64_t length) {
                      if (!self->failed_.empty()) return;
                      if (ec) return self->on_error(ec, "receiving a stop notice");
                      // The handler fails this pair (and every other) with the reason.
-                     self->on_stop_(self->peer_, self->stop_in_);
+                     self->links_.on_stop(self->peer_, self->stop_in_);
+                   });
+}
+
+void TcpPair::answer_query(uint64_t length) {
+  if (length != 0) {
+    return fail(prefix() + "malformed frame from " + name_ + ": a wait query of " +
+                std::to_string(length) + " bytes (it has none)");
+  }
+  const WaitAnswer answer = links_.waits ? links_.waits->longest() : WaitAnswer{};
+  auto payload = std::make_shared<WaitAnswerBytes>(encode_wait_answer(answer));
+  send_urgent(SendOp{encode_frame_header(kWaitAnswerTag, payload->size()),
+                     std::as_bytes(std::span(*payload)), nullptr, payload});
+  read_header();
+}
+
+void TcpPair::read_answer(uint64_t length) {
+  if (length != kWaitAnswerBytes) {
+    return fail(prefix() + "malformed frame from " + name_ + ": a wait answer of " +
+                std::to_string(length) + " bytes (expected " + std::to_string(kWaitAnswerBytes) +
+                ")");
+  }
+  asio::async_read(socket_, asio::buffer(answer_in_),
+                   [self = shared_from_this()](const error_code& ec, size_t) {
+                     if (!self->failed_.empty()) return;
+                     if (ec) return self->on_error(ec, "receiving a wait answer");
+                     WaitAnswer answer;
+                     (void)parse_wait_answer(self->answer_in_, answer);  // the length is right
+                     // Answers come in the order of the queries; one nobody asked is dropped.
+                     if (!self->asks_.empty()) {
+                       self->asks_.front()->set(answer);
+                       self->asks_.pop_front();
+                     }
+                     self->read_header();
                    });
 }
 

@@ -25,9 +25,14 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
  public:
   // Called on the I/O thread when the peer's stop notice arrives: (peer, its reason).
   using StopHandler = std::function<void(int, const std::string&)>;
+  // What a pair shares with its context.
+  struct Links {
+    StopHandler on_stop;
+    std::shared_ptr<WaitRegistry> waits;  // this rank's waits: what the peer's queries get
+  };
 
   TcpPair(tcp::socket socket, int self, int peer, bool control, const Options& options,
-          StopHandler on_stop);
+          Links links);
 
   int peer() const override { return peer_; }
   Request send(uint32_t tag, std::span<const std::byte> bytes) override;
@@ -39,16 +44,24 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
   void fail(const std::string& message);
   // Thread-safe close for the context's shutdown.
   void close_from_any_thread(const std::string& message);
+  // Thread-safe close after a wait on this pair gave up with `message`: unless a frame is half
+  // written, the peer first gets it as a stop notice (if the socket takes it at once), so that
+  // it reports this rank's reason rather than an end of file.
+  void close_after_timeout(const std::string& message);
   // Sends the peer a stop notice with `reason` after the send being written, if any (queued
   // sends that have not started fail with `reason`). The request completes once it is written
   // (or fails); the caller closes the pair afterwards (fail()).
   Request send_stop_notice(const std::string& reason);
+  // Asks the peer what it waits for (a wait query, ahead of queued sends); its answer, or
+  // nullopt when none came within `wait` or the pair failed. Thread-safe.
+  std::optional<WaitAnswer> ask(std::chrono::milliseconds wait);
 
  private:
   struct SendOp {
     FrameHeaderBytes header;
     std::span<const std::byte> bytes;
-    std::shared_ptr<RequestState> state;
+    std::shared_ptr<RequestState> state;      // null for wait queries and answers
+    std::shared_ptr<WaitAnswerBytes> answer;  // a wait answer's payload (bytes point here)
   };
   struct RecvOp {
     std::span<std::byte> into;
@@ -79,6 +92,10 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
   void read_header();
   void on_header();
   void read_stop_notice(uint64_t length);
+  void answer_query(uint64_t length);
+  void read_answer(uint64_t length);
+  // Queues a wait query or answer before the queued sends (after the write in progress).
+  void send_urgent(SendOp op);
   // Reads the payload into a staging buffer (`keep`: queue it for a later receive).
   void stage(const FrameHeader& header, bool keep);
   // Reads the next chunk of a staged payload (or completes it).
@@ -96,11 +113,15 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
   const uint64_t max_bytes_;
   const std::chrono::milliseconds timeout_;
   const std::string name_;
-  const StopHandler on_stop_;
+  const Links links_;
 
   std::string failed_;  // non-empty once the connection is gone
   std::deque<SendOp> sendq_;
+  std::deque<SendOp> urgent_;  // wait queries and answers: written before sendq_
   bool writing_ = false;
+  bool writing_urgent_ = false;                      // the write in progress is urgent_.front()
+  std::deque<std::shared_ptr<PendingAnswer>> asks_;  // queries sent, in order, not yet answered
+  WaitAnswerBytes answer_in_{};
   FrameHeaderBytes header_{};
   std::unordered_map<uint32_t, std::deque<RecvOp>> posted_;
   std::unordered_map<uint32_t, std::deque<std::shared_ptr<Staged>>> staged_;

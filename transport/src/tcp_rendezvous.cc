@@ -124,8 +124,8 @@ asio::awaitable<void> TcpContext::rendezvous() {
                                    "before it got the address table");
     }
     for (auto& [r, arrival] : arrived_) {
-      control_[static_cast<size_t>(r)] = std::make_shared<TcpPair>(std::move(arrival.socket), 0, r,
-                                                                   true, options_, stop_handler());
+      control_[static_cast<size_t>(r)] =
+          std::make_shared<TcpPair>(std::move(arrival.socket), 0, r, true, options_, pair_links());
     }
     arrived_.clear();
   } else {
@@ -177,7 +177,7 @@ asio::awaitable<void> TcpContext::rendezvous() {
     }
     if (!r.ok || r.at != bytes.size()) throw Error(0, prefix() + "malformed address table");
     control_[0] =
-        std::make_shared<TcpPair>(std::move(*socket), rank(), 0, true, options_, stop_handler());
+        std::make_shared<TcpPair>(std::move(*socket), rank(), 0, true, options_, pair_links());
   }
 
   // Data channels: every rank connects to the ranks above it and accepts from those below.

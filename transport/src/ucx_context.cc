@@ -31,18 +31,26 @@ std::span<const std::byte> as_span(const std::vector<std::byte>& bytes) { return
 
 }  // namespace
 
-UcxContext::UcxContext(const Options& options, std::unique_ptr<Context> bootstrap)
+UcxContext::UcxContext(const Options& options, std::unique_ptr<Context> bootstrap,
+                       TcpContextLinks links)
     : options_(options),
       bootstrap_(std::move(bootstrap)),
+      links_(std::move(links)),
       pairs_(static_cast<size_t>(options.size)) {
   UcxWorkerOptions worker_options{prefix(), options.size - 1, {}};
   if (!options.listen_host.empty()) {
     worker_options.interface = resolve_interface_name(options.listen_host);
   }
   worker_ = std::make_unique<UcxWorker>(worker_options);
+  if (links_.on_notice) {
+    links_.on_notice->set([this](int peer, const std::string& reason) {
+      worker_->post([this, peer, reason] { on_stop_notice(peer, reason, /*except=*/-1); });
+    });
+  }
 }
 
 UcxContext::~UcxContext() {
+  if (links_.on_notice) links_.on_notice->set(nullptr);
   if (worker_) close_pairs();
   worker_.reset();
   pairs_.clear();
@@ -62,28 +70,12 @@ void UcxContext::stop(const std::string& reason) {
   bootstrap_->stop(reason);
 }
 
-std::optional<std::string> UcxContext::stop_notice(std::chrono::milliseconds wait) {
-  const auto deadline = Clock::now() + wait;
-  for (;;) {
-    {
-      std::lock_guard lock(notice_mutex_);
-      if (notice_) return notice_;
-    }
-    if (auto notice = bootstrap_->stop_notice(std::chrono::milliseconds(0))) return notice;
-    if (Clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
-void UcxContext::on_stop_notice(int peer, const std::string& reason) {
+void UcxContext::on_stop_notice(int peer, const std::string& reason, int except) {
   const std::string message = prefix() + "rank " + std::to_string(peer) + " stopped: " + reason;
-  {
-    std::lock_guard lock(notice_mutex_);
-    if (notice_) return;
-    notice_ = message;
-  }
+  if (relaying_) return;
+  relaying_ = true;
   for (auto& pair : pairs_) {
-    if (pair && pair->peer() != peer) pair->close(message, /*notice=*/true);
+    if (pair && pair->peer() != except) pair->close(message, /*notice=*/true);
   }
 }
 
@@ -108,7 +100,9 @@ void UcxContext::connect_pairs() {
     if (peer == rank()) continue;
     pairs_[static_cast<size_t>(peer)] = std::make_shared<UcxPair>(
         *worker_, rank(), peer, options_,
-        [this](int from, const std::string& reason) { on_stop_notice(from, reason); });
+        UcxPair::Links{
+            [this](int from, const std::string& reason) { on_stop_notice(from, reason, from); },
+            links_.waits});
   }
   // Endpoints are made on the progress thread, the only one that touches the worker.
   auto errors = std::make_shared<std::vector<std::pair<int, std::string>>>();
@@ -237,13 +231,25 @@ void UcxContext::close_pairs() {
     if (!answered) break;
     if (!closed) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  if (!closed && options_.debug) log("UCX endpoints did not close within 2 s; destroying them");
+  if (!closed) {
+    if (options_.debug) log("UCX endpoints did not close within 2 s; destroying them");
+    // A peer that never said goodbye (stalled): its goodbye's receive is canceled and the
+    // endpoint force-closed, so that UCX gets every request back before the worker goes.
+    worker_->run(
+        [this, &message] {
+          for (auto& pair : pairs_) {
+            if (pair && !pair->closed()) pair->fail(message);
+          }
+        },
+        kCloseLimit);
+  }
   worker_->stop();
 }
 
 std::unique_ptr<Context> connect_ucx(const Options& options) {
-  auto context =
-      std::make_unique<UcxContext>(options, connect_tcp(options, TcpChannels::kControlOnly));
+  const TcpContextLinks links{std::make_shared<WaitRegistry>(), std::make_shared<StopListener>()};
+  auto context = std::make_unique<UcxContext>(
+      options, connect_tcp(options, TcpChannels::kControlOnly, links), links);
   context->connect_pairs();
   return context;
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tcp.h"
 #include "threelc/transport/transport.h"
 #include "ucx_pair.h"
 #include "ucx_worker.h"
@@ -22,7 +23,9 @@ namespace threelc::transport::detail {
 
 class UcxContext final : public Context {
  public:
-  UcxContext(const Options& options, std::unique_ptr<Context> bootstrap);
+  // `links`: those given to the bootstrap (this rank's waits; the stop notices that arrive on
+  // the control channels, which fail the UCX pairs too).
+  UcxContext(const Options& options, std::unique_ptr<Context> bootstrap, TcpContextLinks links);
   // Every pair's goodbye, every endpoint closed after a flush (bounded: kCloseLimit), the
   // progress thread stopped, the worker and the ucp context destroyed, and last the control
   // channels.
@@ -39,7 +42,6 @@ class UcxContext final : public Context {
   // Stop notices travel on the control channels (the bootstrap's) and as the text of the UCX
   // pairs' goodbyes.
   void stop(const std::string& reason) override;
-  std::optional<std::string> stop_notice(std::chrono::milliseconds wait) override;
 
  private:
   std::string prefix() const { return "threelc rank " + std::to_string(rank()) + ": "; }
@@ -48,16 +50,16 @@ class UcxContext final : public Context {
   std::vector<std::vector<std::byte>> exchange_addresses();
   std::vector<std::vector<std::byte>> collect_addresses();
   void close_pairs();
-  // A peer's goodbye carried a stop notice (progress thread): recorded and relayed in the
-  // goodbyes to every other peer.
-  void on_stop_notice(int peer, const std::string& reason);
+  // A peer's stop notice (progress thread), from its goodbye or a control channel: relayed in
+  // the goodbyes to every UCX peer but `except` (the one whose goodbye carried it; -1: none).
+  void on_stop_notice(int peer, const std::string& reason, int except);
 
   const Options options_;
   std::unique_ptr<Context> bootstrap_;  // destroyed last: the control channels
+  const TcpContextLinks links_;
   std::vector<std::shared_ptr<UcxPair>> pairs_;
   std::unique_ptr<UcxWorker> worker_;  // destroyed first: pairs outlive their callbacks
-  std::mutex notice_mutex_;
-  std::optional<std::string> notice_;  // the first stop notice from a UCX peer
+  bool relaying_ = false;              // progress thread: a UCX peer's stop notice is being relayed
 };
 
 }  // namespace threelc::transport::detail

@@ -18,14 +18,14 @@ std::byte empty_message[1];
 
 }  // namespace
 
-UcxPair::UcxPair(UcxWorker& worker, int self, int peer, const Options& options, StopHandler on_stop)
+UcxPair::UcxPair(UcxWorker& worker, int self, int peer, const Options& options, Links links)
     : worker_(worker),
       self_(self),
       peer_(peer),
       max_bytes_(options.max_message_bytes),
       timeout_(options.timeout),
       name_("rank " + std::to_string(peer)),
-      on_stop_(std::move(on_stop)) {}
+      links_(std::move(links)) {}
 
 UcxPair::~UcxPair() = default;
 
@@ -71,12 +71,14 @@ std::string UcxPair::open(std::span<const std::byte> address) {
     auto goodbye = std::make_unique<Op>(
         Op{this, std::make_shared<RequestState>(peer_, "goodbye from " + name_, timeout_)});
     goodbye->receive = true;
-    goodbye->goodbye = true;
+    goodbye->kind = Kind::kGoodbye;
     goodbye->capacity = kMaxStopNoticeBytes;
     goodbye_ = goodbye.get();
     goodbye_in_.assign(kMaxStopNoticeBytes, '\0');
     start_recv(std::move(goodbye), std::as_writable_bytes(std::span(goodbye_in_)),
                goodbye_tag(peer_));
+    post_wait_receive(Kind::kQuery);
+    post_wait_receive(Kind::kAnswer);
     return {};
   }
   ep_ = nullptr;
@@ -111,14 +113,69 @@ void UcxPair::close(const std::string& message, bool notice) {
 void UcxPair::send_goodbye(const std::string& notice) {
   said_goodbye_ = true;
   goodbye_out_ = notice.substr(0, kMaxStopNoticeBytes);  // kept until the pair goes
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
-  param.cb.send = &UcxPair::on_goodbye_sent;
   const void* data = goodbye_out_.empty() ? static_cast<const void*>(empty_message)
                                           : static_cast<const void*>(goodbye_out_.data());
-  ucs_status_ptr_t request =
-      ucp_tag_send_nbx(ep_, data, goodbye_out_.size(), goodbye_tag(self_), &param);
-  (void)request;  // done at once, failed (the peer is gone), or freed by on_goodbye_sent
+  send_untracked(data, goodbye_out_.size(), goodbye_tag(self_), nullptr);
+}
+
+void UcxPair::send_untracked(const void* bytes, size_t length, uint64_t tag,
+                             WaitAnswerBytes* owned) {
+  if (ep_ == nullptr) {
+    delete owned;
+    return;
+  }
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.send = &UcxPair::on_untracked_sent;
+  param.user_data = owned;
+  ucs_status_ptr_t request = ucp_tag_send_nbx(ep_, bytes, length, tag, &param);
+  // Done at once, or failed (the peer is gone): nothing to wait for. Else on_untracked_sent.
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) delete owned;
+}
+
+std::optional<WaitAnswer> UcxPair::ask(std::chrono::milliseconds wait) {
+  auto pending = std::make_shared<PendingAnswer>();
+  worker_.post([self = shared_from_this(), pending] {
+    if (!self->failed_.empty()) return pending->set(std::nullopt);
+    self->asks_.push_back(pending);
+    self->send_untracked(empty_message, 0, query_tag(self->self_), nullptr);
+  });
+  return pending->wait_for(wait);
+}
+
+void UcxPair::post_wait_receive(Kind kind) {
+  if (!failed_.empty()) return;
+  const bool query = kind == Kind::kQuery;
+  auto op = std::make_unique<Op>(Op{
+      this,
+      std::make_shared<RequestState>(
+          peer_, std::string(query ? "wait query" : "wait answer") + " from " + name_, timeout_)});
+  op->receive = true;
+  op->kind = kind;
+  op->capacity = query ? 0 : kWaitAnswerBytes;
+  auto into = query ? std::span<std::byte>() : std::span<std::byte>(answer_in_);
+  start_recv(std::move(op), into, query ? query_tag(peer_) : answer_tag(peer_));
+}
+
+void UcxPair::on_query() {
+  if (!failed_.empty()) return;  // closing: the peer learns why from the goodbye
+  const WaitAnswer answer = links_.waits ? links_.waits->longest() : WaitAnswer{};
+  auto* payload = new WaitAnswerBytes(encode_wait_answer(answer));
+  send_untracked(payload->data(), payload->size(), answer_tag(self_), payload);
+  post_wait_receive(Kind::kQuery);
+}
+
+void UcxPair::on_answer(size_t length) {
+  WaitAnswer answer;
+  const std::string error =
+      parse_wait_answer(std::span(answer_in_).first(std::min(length, answer_in_.size())), answer);
+  if (!error.empty()) return fail(prefix() + "malformed message from " + name_ + ": " + error);
+  // Answers come in the order of the queries; one nobody asked is dropped.
+  if (!asks_.empty()) {
+    asks_.front()->set(answer);
+    asks_.pop_front();
+  }
+  post_wait_receive(Kind::kAnswer);
 }
 
 void UcxPair::fail_requests(const std::string& message, bool keep_goodbye) {
@@ -129,13 +186,15 @@ void UcxPair::fail_requests(const std::string& message, bool keep_goodbye) {
   ops.reserve(in_flight_.size());
   for (auto& [op, owned] : in_flight_) ops.push_back(op);
   for (Op* op : ops) {
-    if (op->receive && !(keep_goodbye && op->goodbye) && in_flight_.count(op)) {
+    if (op->receive && !(keep_goodbye && op->kind == Kind::kGoodbye) && in_flight_.count(op)) {
       ucp_request_cancel(worker_.handle(), op->request);
     }
   }
   // Sends end when the endpoint is closed (a forced close completes them with
   // UCS_ERR_CANCELED); their requests fail now, and the late completions find them done.
   for (auto& [op, owned] : in_flight_) op->state->fail(message);
+  for (auto& pending : asks_) pending->set(std::nullopt);
+  asks_.clear();
 }
 
 void UcxPair::print_info() const {
@@ -154,6 +213,12 @@ std::shared_ptr<RequestState> UcxPair::make_state(std::string what) {
   state->on_timeout = [weak](const std::string& message) {
     if (auto self = weak.lock()) self->close_from_any_thread(message);
   };
+  state->ask = [weak](std::chrono::milliseconds wait) -> std::optional<WaitAnswer> {
+    if (auto self = weak.lock()) return self->ask(wait);
+    return std::nullopt;
+  };
+  state->waits = links_.waits;
+  state->self = self_;
   return state;
 }
 
@@ -215,7 +280,17 @@ void UcxPair::finish(Op* op, ucs_status_t status, size_t length) {
   const std::unique_ptr<Op> owned = std::move(it->second);
   in_flight_.erase(it);
   if (!owned->receive) worker_.send_ended();
-  if (owned->goodbye) {
+  if (owned->kind == Kind::kQuery || owned->kind == Kind::kAnswer) {
+    const bool query = owned->kind == Kind::kQuery;
+    if (status == UCS_ERR_MESSAGE_TRUNCATED) {
+      return fail(prefix() + "malformed message from " + name_ + ": a wait " +
+                  (query ? "query with a payload"
+                         : "answer longer than " + std::to_string(kWaitAnswerBytes) + " bytes"));
+    }
+    if (status != UCS_OK) return;  // canceled: the pair failed or closes
+    return query ? on_query() : on_answer(length);
+  }
+  if (owned->kind == Kind::kGoodbye) {
     goodbye_ = nullptr;
     // Canceled: this pair failed. Received: the peer shut down, after its last message. Unless
     // this side is closing too, its requests fail and it says goodbye back; either way the
@@ -228,7 +303,7 @@ void UcxPair::finish(Op* op, ucs_status_t status, size_t length) {
       } else {
         const std::string reason = goodbye_in_.substr(0, length);
         fail_requests(prefix() + name_ + " stopped: " + reason);
-        if (on_stop_) on_stop_(peer_, reason);  // relays to the other peers
+        if (links_.on_stop) links_.on_stop(peer_, reason);  // relays to the other peers
       }
       if (!said_goodbye_) send_goodbye();
     }
@@ -280,7 +355,8 @@ void UcxPair::on_endpoint_error(void* arg, ucp_ep_h /*ep*/, ucs_status_t status)
              ucx_status_text(status));
 }
 
-void UcxPair::on_goodbye_sent(void* request, ucs_status_t /*status*/, void* /*user_data*/) {
+void UcxPair::on_untracked_sent(void* request, ucs_status_t /*status*/, void* user_data) {
+  delete static_cast<WaitAnswerBytes*>(user_data);
   ucp_request_free(request);
 }
 

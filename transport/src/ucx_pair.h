@@ -12,7 +12,9 @@
 // that gets a goodbye answers with its own, and each closes its endpoint only once the peer's
 // goodbye is in, so that no message is left unmatched when the worker goes. A goodbye with text
 // (at most kMaxStopNoticeBytes) is a stop notice, as on TCP: the peer's requests fail with
-// "rank P stopped: <text>", and the context hears of it (StopHandler) to relay it.
+// "rank P stopped: <text>", and the context hears of it (StopHandler) to relay it. Bit 62 marks
+// wait queries (caller's tag 0) and their answers (1): a receive of each stays posted while the
+// pair is open, and the progress thread answers a query from this rank's WaitRegistry.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -20,8 +22,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -36,8 +40,13 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
  public:
   // Called on the progress thread when the peer's goodbye carries a stop notice.
   using StopHandler = std::function<void(int, const std::string&)>;
+  // What a pair shares with its context.
+  struct Links {
+    StopHandler on_stop;
+    std::shared_ptr<WaitRegistry> waits;  // this rank's waits: what the peer's queries get
+  };
 
-  UcxPair(UcxWorker& worker, int self, int peer, const Options& options, StopHandler on_stop);
+  UcxPair(UcxWorker& worker, int self, int peer, const Options& options, Links links);
   ~UcxPair() override;
 
   int peer() const override { return peer_; }
@@ -62,15 +71,21 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
 
   // Thread-safe fail() (Request::wait()'s timeout).
   void close_from_any_thread(const std::string& message);
+  // Asks the peer what it waits for; its answer, or nullopt when none came within `wait` or
+  // the pair failed. Thread-safe.
+  std::optional<WaitAnswer> ask(std::chrono::milliseconds wait);
 
  private:
+  // What an Op is: a caller's transfer, or one of the receives the pair keeps posted itself
+  // (no caller waits on those).
+  enum class Kind { kTransfer, kGoodbye, kQuery, kAnswer };
   // One send or receive UCX holds; its address is the callback's user data.
   struct Op {
     UcxPair* pair;
     std::shared_ptr<RequestState> state;
     void* request = nullptr;  // UCX's handle, once posted
     bool receive = false;
-    bool goodbye = false;  // the receive of the peer's goodbye (no caller waits on it)
+    Kind kind = Kind::kTransfer;
     uint32_t tag = 0;
     size_t capacity = 0;  // receive buffer bytes
     size_t bytes = 0;     // send length
@@ -81,7 +96,9 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
                       void* user_data);
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   static void on_closed(void* request, ucs_status_t status, void* user_data);
-  static void on_goodbye_sent(void* request, ucs_status_t status, void* user_data);
+  // A send nobody waits for (goodbye, query, answer): frees the request (and user_data, an
+  // answer's payload, when set).
+  static void on_untracked_sent(void* request, ucs_status_t status, void* user_data);
 
   std::shared_ptr<RequestState> make_state(std::string what);
   std::string prefix() const { return "threelc rank " + std::to_string(self_) + ": "; }
@@ -89,6 +106,15 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
     return (static_cast<uint64_t>(sender) << 32) | tag;
   }
   static uint64_t goodbye_tag(int sender) { return (uint64_t{1} << 63) | ucx_tag(sender, 0); }
+  static uint64_t query_tag(int sender) { return (uint64_t{1} << 62) | ucx_tag(sender, 0); }
+  static uint64_t answer_tag(int sender) { return (uint64_t{1} << 62) | ucx_tag(sender, 1); }
+  // Posts the receive of the peer's next query or answer (kind kQuery or kAnswer).
+  void post_wait_receive(Kind kind);
+  // A query or an answer arrived (finish()).
+  void on_query();
+  void on_answer(size_t length);
+  // Sends `bytes` with `tag` without tracking it; `owned` (may be null) is freed once sent.
+  void send_untracked(const void* bytes, size_t length, uint64_t tag, WaitAnswerBytes* owned);
   // Marks the pair failed with `message`, cancels its receives and fails every request.
   // keep_goodbye: the receive of the peer's goodbye stays posted (close()).
   void fail_requests(const std::string& message, bool keep_goodbye = false);
@@ -112,7 +138,7 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
   const uint64_t max_bytes_;
   const std::chrono::milliseconds timeout_;
   const std::string name_;
-  const StopHandler on_stop_;
+  const Links links_;
 
   // Progress-thread state.
   ucp_ep_h ep_ = nullptr;
@@ -123,6 +149,8 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
   std::string goodbye_in_;   // the peer's goodbye: empty, or its stop notice
   std::string goodbye_out_;  // this side's goodbye text while it is sent
   std::unordered_map<Op*, std::unique_ptr<Op>> in_flight_;
+  std::deque<std::shared_ptr<PendingAnswer>> asks_;  // queries sent, in order, not yet answered
+  WaitAnswerBytes answer_in_{};                      // the posted receive of an answer
 };
 
 }  // namespace threelc::transport::detail

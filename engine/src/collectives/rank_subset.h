@@ -24,9 +24,6 @@ class RankSubset : public transport::Context {
   transport::Pair& control(int peer) override;
   // A stop concerns the whole job: these are the job's.
   void stop(const std::string& reason) override { job_.stop(reason); }
-  std::optional<std::string> stop_notice(std::chrono::milliseconds wait) override {
-    return job_.stop_notice(wait);
-  }
 
   int job_rank(int peer) const { return members_.at(static_cast<size_t>(peer)); }
 

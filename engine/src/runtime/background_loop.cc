@@ -12,11 +12,6 @@
 
 namespace threelc::engine {
 
-namespace {
-// How much longer a worker waits for rank 0's answer than rank 0 waits for the workers.
-constexpr std::chrono::milliseconds kCoordinatorSlack{2000};
-}  // namespace
-
 BackgroundLoop::BackgroundLoop(const LoopParts& parts)
     : parts_(parts),
       rank_(parts.context->rank()),
@@ -96,9 +91,9 @@ CycleResponse BackgroundLoop::negotiate(bool shutdown) {
   send_control(parts_.context->control(0), serialize(own));
   CycleResponse response;
   try {
-    // Rank 0 answers once it heard from every rank: its own waits must run out first, so
-    // that its stop notice names the rank that did not answer.
-    response = parse_cycle_response(receive.wait(kCoordinatorSlack), cache_);
+    // Rank 0 answers once it heard from every rank: when one is stalled, this wait learns that
+    // rank 0 waits for it, and rank 0's stop notice names it.
+    response = parse_cycle_response(receive.wait(), cache_);
   } catch (const NegotiationError& e) {
     throw transport::Error(0, std::string("negotiation message from rank 0: ") + e.what());
   }
@@ -122,15 +117,10 @@ void BackgroundLoop::abort_workers(const std::string& reason) noexcept {
 
 std::string BackgroundLoop::stop_transport(const std::exception& error) {
   if (stop_cause_) return *stop_cause_;
-  std::string cause = error.what();
-  const auto* transport_error = dynamic_cast<const transport::Error*>(&error);
-  if (transport_error && transport_error->timed_out()) {
-    if (auto notice = parts_.context->stop_notice(notice_wait(parts_.timeout))) cause = *notice;
-  }
-  stop_cause_ = cause;
-  abort_workers(cause);
-  parts_.context->stop(cause);
-  return cause;
+  stop_cause_ = error.what();
+  abort_workers(*stop_cause_);
+  parts_.context->stop(*stop_cause_);
+  return *stop_cause_;
 }
 
 void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {

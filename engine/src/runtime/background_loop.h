@@ -37,13 +37,6 @@ struct LoopParts {
 };
 
 // Why the loop ended; operations still pending were completed with this code and reason.
-// How long a rank whose wait timed out waits for a peer's stop notice before it reports its
-// own cause: a quarter of THREELC_TIMEOUT, at most 3 s (the transport's waits are that much
-// shorter, so errors still come within THREELC_TIMEOUT).
-inline std::chrono::milliseconds notice_wait(std::chrono::milliseconds timeout) {
-  return std::min(std::chrono::milliseconds(3000), timeout / 4);
-}
-
 struct LoopStop {
   int code = 0;
   std::string reason;
@@ -69,9 +62,9 @@ class BackgroundLoop {
   // operations fail with the original cause rather than a closed connection.
   void abort_workers(const std::string& reason) noexcept;
   // After a fatal error: the first cause, told to every peer (abort_workers, then
-  // Context::stop) before any operation fails with it. The cause of a timeout waiting for rank
-  // P may be that P itself waits for a failed rank: a stop notice arriving within
-  // kNoticeWait then names the rank that really failed. Once only: later calls return it.
+  // Context::stop) before any operation fails with it. (A timeout names the rank that stalled,
+  // not one that waited for it: Request::wait asks before it blames.) Once only: later calls
+  // return it.
   std::string stop_transport(const std::exception& error);
   void execute(const Response& response, int64_t arrived_ns);
   // Logs the error-feedback monitor's messages and counts its alerts in the statistics.

@@ -17,8 +17,8 @@ ControlReceive::ControlReceive(transport::Pair& pair)
       length_request_(
           pair.recv(kControlLengthTag, std::as_writable_bytes(std::span(&length_, 1)))) {}
 
-std::vector<std::byte> ControlReceive::wait(std::chrono::milliseconds extra) {
-  if (length_request_.wait(extra) != sizeof length_ || length_ > kMaxControlMessage) {
+std::vector<std::byte> ControlReceive::wait() {
+  if (length_request_.wait() != sizeof length_ || length_ > kMaxControlMessage) {
     throw transport::Error(pair_->peer(), "negotiation message from rank " +
                                               std::to_string(pair_->peer()) + " announces " +
                                               std::to_string(length_) + " bytes (limit " +

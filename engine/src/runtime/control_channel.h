@@ -27,8 +27,7 @@ class ControlReceive {
   ControlReceive(const ControlReceive&) = delete;  // the posted receive points into this object
   ControlReceive& operator=(const ControlReceive&) = delete;
   // Throws transport::Error (naming the peer) on failure, timeout or an oversized length.
-  // `extra`: added to the transport's timeout (Request::wait).
-  std::vector<std::byte> wait(std::chrono::milliseconds extra = std::chrono::milliseconds(0));
+  std::vector<std::byte> wait();
 
  private:
   transport::Pair* pair_;

@@ -27,13 +27,6 @@ transport::Options read_transport_options() {
   }
 }
 
-// THREELC_TIMEOUT is the time to an error: the transport's waits give up notice_wait() before
-// it, leaving that long for a stop notice naming the rank that really failed (BackgroundLoop).
-transport::Options with_notice_time(transport::Options options) {
-  options.timeout -= notice_wait(options.timeout);
-  return options;
-}
-
 std::string host_name(const EngineSettings& settings) {
   if (!settings.hostname.empty()) return settings.hostname;
   char buffer[256] = {};
@@ -45,8 +38,7 @@ std::string host_name(const EngineSettings& settings) {
 
 Engine::Engine(HandleTable& handles)
     : settings_(read_settings()),
-      timeout_(read_transport_options().timeout),
-      transport_options_(with_notice_time(read_transport_options())),
+      transport_options_(read_transport_options()),
       log_(settings_.log_level, transport_options_.rank),
       stats_(transport_options_.size),
       handles_(handles) {
@@ -86,7 +78,7 @@ Engine::Engine(HandleTable& handles)
   parts.timeline = timeline_.get();
   parts.stats = &stats_;
   parts.counters = &counters_;
-  parts.timeout = timeout_;
+  parts.timeout = transport_options_.timeout;
   parts.hierarchical = hierarchical_groups();
   loop_ = std::make_unique<BackgroundLoop>(parts);
   thread_ = std::thread([this] { run_loop(); });

@@ -63,8 +63,7 @@ class Engine {
   std::optional<HostGroups> hierarchical_groups() const;
 
   EngineSettings settings_;
-  std::chrono::milliseconds timeout_;     // THREELC_TIMEOUT
-  transport::Options transport_options_;  // its timeout is notice_wait() shorter
+  transport::Options transport_options_;
   Logger log_;
   std::unique_ptr<transport::Context> context_;
   Identity identity_;

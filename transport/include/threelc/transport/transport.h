@@ -12,7 +12,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -70,12 +69,13 @@ class Request {
   explicit Request(std::shared_ptr<detail::RequestState> state) : state_(std::move(state)) {}
   bool done() const;
   // Blocks until the transfer completes; returns its size in bytes. Throws Error naming the
-  // peer when it failed or did not complete within the context's timeout (options.timeout). A
-  // timeout also closes that pair (its other requests fail): the stream is then out of step.
+  // peer when it failed or timed out. A wait that runs long asks the peer what it waits for
+  // (a quarter of options.timeout, at most 3 s, before the timeout): a peer that does not
+  // answer is named at options.timeout; a peer that itself waits for another rank is waited
+  // for, since that rank's wait names the rank that failed and its stop notice ends this one
+  // (at most three timeouts in all). A timeout also closes that pair (its other requests
+  // fail): the stream is then out of step.
   size_t wait();
-  // The same with `extra` added to the timeout: for a wait whose peer itself waits for other
-  // ranks (the coordinator's answer), so that the rank the peer waits for is named first.
-  size_t wait(std::chrono::milliseconds extra);
 
  private:
   std::shared_ptr<detail::RequestState> state_;
@@ -112,9 +112,6 @@ class Context {
   // "rank P stopped: <reason>": so every rank reports the first cause, not the closed
   // connections that follow it.
   virtual void stop(const std::string& reason) = 0;
-  // The first stop notice this rank got ("rank P stopped: <reason>"), waiting up to `wait` for
-  // one; nullopt if none came.
-  virtual std::optional<std::string> stop_notice(std::chrono::milliseconds wait) = 0;
 };
 
 // Joins the job: authenticates to the coordinator, exchanges addresses, connects every pair.
