@@ -30,7 +30,13 @@ if(threelc_sanitizer_runtime)
                  "${THREELC_SANITIZER_PRELOAD}")
   # The sanitizers slow a process down 2-15x (TSan the most), and the CPUs are shared by the
   # ranks of a job: the TIMEOUT of every test added here (the pytest suites and jobs; the
-  # GoogleTest cases keep theirs) is multiplied by this factor.
+  # GoogleTest cases keep theirs) is multiplied by this factor, and so are the hard timeouts of
+  # the jobs that tests/engine_jobs and tests/soak start (THREELC_TEST_TIMEOUT_SCALE).
+  # Under ASan, numpy-heavy Python ranks run 20-30x slower than in the Release build (one
+  # 3-rank error_feedback job: 42 s against 1.4 s on 2 cores): every array of more than 128 KiB
+  # is mmap'd and unmapped by ASan's allocator, and its shadow too, so that about half of the
+  # time is page faults and TLB flushes in the kernel. engine_job_tests alone then takes about
+  # 11 minutes, during which ctest prints nothing (no hang: its TIMEOUT here is 1800 s).
   set(THREELC_SANITIZER_TIMEOUT_FACTOR 3 CACHE STRING
       "Factor of the tests' TIMEOUT in a sanitizer build")
   # Deferred to the end of tests/CMakeLists.txt, so that it sees every test added there.
@@ -50,6 +56,8 @@ if(threelc_sanitizer_runtime)
       set_property(TEST ${test} APPEND PROPERTY LABELS python-hosted)
       set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT_MODIFICATION
                    "LD_PRELOAD=path_list_prepend:${THREELC_SANITIZER_PRELOAD}")
+      set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT_MODIFICATION
+                   "THREELC_TEST_TIMEOUT_SCALE=set:${THREELC_SANITIZER_TIMEOUT_FACTOR}")
       if(threelc_sanitizer_runtime STREQUAL "libasan.so")
         # Later ASan flags override earlier ones: this one wins over the caller's.
         set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT_MODIFICATION

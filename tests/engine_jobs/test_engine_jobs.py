@@ -29,6 +29,10 @@ LAUNCHER = REPO / "tools" / "threelcrun"
 WORKER = Path(__file__).resolve().parent / "worker.py"
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 LINE = re.compile(r"^\[(\d+)\] (.*)$")
+# Factor of each job's hard timeout (run_job's `timeout`): sanitizer builds set it
+# (tests/sanitizers.cmake), where a job runs up to 30x slower. The jobs' own THREELC_* waits
+# are not scaled.
+TIMEOUT_SCALE = float(os.environ.get("THREELC_TEST_TIMEOUT_SCALE", "1"))
 
 
 def library_path() -> Path:
@@ -87,6 +91,7 @@ def clean_env(extra=None) -> dict:
 def run_job(np_, case, *args, env=None, timeout=120, launcher_args=()) -> Job:
     command = [PYTHON, str(LAUNCHER), "-np", str(np_), "--grace", "2", *launcher_args,
                PYTHON, str(WORKER), case, *[str(a) for a in args]]
+    timeout *= TIMEOUT_SCALE
     started = time.monotonic()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,

@@ -58,7 +58,8 @@ def soak_env() -> dict:
 def test_soak():
     command = [PYTHON, str(LAUNCHER), "-np", str(NP), "--grace", "2", PYTHON, str(WORKER),
                str(CALLS)]
-    timeout = 120 + CALLS // 20
+    # THREELC_TEST_TIMEOUT_SCALE: set by sanitizer builds (tests/sanitizers.cmake).
+    timeout = (120 + CALLS // 20) * float(os.environ.get("THREELC_TEST_TIMEOUT_SCALE", "1"))
     started = time.monotonic()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
