@@ -61,7 +61,9 @@ esac
 # - label emulate (emulate_cluster_tests): its ranks start through threelcrun's ssh path into
 #   network namespaces, which passes on only THREELC_* variables, so the sanitizer's runtime
 #   cannot be preloaded into them; and its tools/evaluate case is a benchmark (the test ran
-#   past its 600 s limit under ASan).
+#   past its 600 s limit under ASan). Its cleanup check runs pgrep, and procps-ng's tools
+#   (pgrep, ps, uptime) never start with libasan.so preloaded: they wait forever in
+#   textdomain() for glibc's _nl_state_lock.
 # - tests/launcher's test_ssh_env_output_and_secret (deselected through PYTEST_ADDOPTS, which
 #   every pytest run reads, under both node ids pytest may give it, as its root directory is
 #   found from the working directory; an id not in a run deselects nothing): its ssh ranks
@@ -79,6 +81,8 @@ while (($# > 0)); do
   esac
 done
 status=0
+# ctest prints a test's line only when it ends: the Python-hosted suites run for minutes each
+# without output (engine_job_tests about 11 minutes under ASan on 2 cores; tests/sanitizers.cmake).
 ctest --preset "$preset" -LE "$exclude" "${args[@]}" || status=$?
 
 reports=("$logs"/*)
