@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # clang-tidy (with .clang-tidy) on the C++ sources changed recently: since the newest commit
-# older than THREELC_LINT_SINCE (default "12 hours ago", longer than any working session, so a
-# submission's commits are all covered) plus uncommitted ones; every source when the history
-# is younger than that. Compile flags from the build's compile_commands.json (written for gcc:
-# clang is told to ignore gcc-only warning options such as -Wno-restrict).
+# made more than THREELC_LINT_HOURS (default 4) before HEAD's, plus uncommitted ones; every
+# source when the history is younger than that. Counted from HEAD's commit time, not the clock:
+# a working session (3 hours) is covered however late CI runs. Compile flags from the build's
+# compile_commands.json (written for gcc: clang is told to ignore gcc-only warning options such
+# as -Wno-restrict).
 # Usage: tools/lint_changed.sh [build-dir]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,7 +13,8 @@ cd "$root"
 if ! git rev-parse --git-dir >/dev/null 2>&1; then
   echo "lint: not a git checkout, nothing to compare"; exit 0
 fi
-base=$(git rev-list -1 --before="${THREELC_LINT_SINCE:-12 hours ago}" HEAD 2>/dev/null || true)
+since=$(($(git log -1 --format=%ct HEAD) - ${THREELC_LINT_HOURS:-4} * 3600))
+base=$(git rev-list -1 --before="$since" HEAD 2>/dev/null || true)
 if [[ -n "$base" ]]; then
   changed=$(git diff --name-only "$base" -- '*.cc')
 else

@@ -258,7 +258,10 @@ void TcpPair::on_header() {
       return asio::async_read(
           socket_, buffer, large_transfers,
           [self = shared_from_this(), op](const error_code& ec, size_t n) {
-            if (!self->failed_.empty()) return;
+            // This receive is in neither posted_ nor reading_: fail() cannot reach it, so a
+            // pair that failed while its bytes arrived fails it here (it waited to the
+            // timeout before: the dead_peer engine job's rare hang).
+            if (!self->failed_.empty()) return op.state->fail(self->failed_);
             if (ec) {
               op.state->fail(self->prefix() + "receiving from " + self->name_ + " failed");
               return self->on_error(ec, "receiving");
