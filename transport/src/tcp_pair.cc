@@ -174,6 +174,14 @@ void TcpPair::on_error(const error_code& ec, const char* doing) {
   }
 }
 
+void TcpPair::on_send_error(const error_code& ec) {
+  // writing_ stays true: nothing more is written; the pending sends fail with the pair.
+  auto timer =
+      std::make_shared<asio::steady_timer>(socket_.get_executor(), std::chrono::seconds(1));
+  timer->async_wait(
+      [self = shared_from_this(), timer, ec](const error_code&) { self->on_error(ec, "sending"); });
+}
+
 void TcpPair::write_next() {
   if ((sendq_.empty() && urgent_.empty()) || !failed_.empty()) {
     writing_ = false;
@@ -187,7 +195,7 @@ void TcpPair::write_next() {
   asio::async_write(socket_, buffers, large_transfers,
                     [self = shared_from_this()](const error_code& ec, size_t) {
                       if (!self->failed_.empty()) return;
-                      if (ec) return self->on_error(ec, "sending");
+                      if (ec) return self->on_send_error(ec);
                       auto& queue = self->writing_urgent_ ? self->urgent_ : self->sendq_;
                       auto done = std::move(queue.front());
                       queue.pop_front();

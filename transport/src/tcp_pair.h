@@ -85,6 +85,10 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
   std::shared_ptr<RequestState> make_state(std::string what);
   std::string prefix() const { return "threelc rank " + std::to_string(self_) + ": "; }
   void on_error(const error_code& ec, const char* doing);
+  // A send failed (the peer closed or reset the connection). What the peer sent before, such
+  // as a stop notice saying why it stopped, may still be unread: the read side ends the pair
+  // when it reaches the end, and this error does only if that has not happened within 1 s.
+  void on_send_error(const error_code& ec);
   void write_next();
   void post_recv(uint32_t tag, RecvOp op);
   void deliver(const Staged& staged, RecvOp& op);
