@@ -85,10 +85,6 @@ void TcpPair::fail(const std::string& message) {
   reading_.reset();
 }
 
-void TcpPair::close_from_any_thread(const std::string& message) {
-  asio::post(socket_.get_executor(), [self = shared_from_this(), message] { self->fail(message); });
-}
-
 void TcpPair::close_after_timeout(const std::string& message) {
   asio::post(socket_.get_executor(), [self = shared_from_this(), message] {
     if (!self->failed_.empty()) return;

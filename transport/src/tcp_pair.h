@@ -42,8 +42,6 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
   void start();
   // Fails every request and closes the socket (I/O thread only).
   void fail(const std::string& message);
-  // Thread-safe close for the context's shutdown.
-  void close_from_any_thread(const std::string& message);
   // Thread-safe close after a wait on this pair gave up with `message`: unless a frame is half
   // written, the peer first gets it as a stop notice (if the socket takes it at once), so that
   // it reports this rank's reason rather than an end of file.
