@@ -25,6 +25,13 @@ if(threelc_sanitizer_runtime)
     execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
                     OUTPUT_VARIABLE libstdcxx OUTPUT_STRIP_TRAILING_WHITESPACE)
     string(APPEND THREELC_SANITIZER_PRELOAD ":${libstdcxx}")
+  else()
+    # TSan: and a library that initialises the runtime before main (tests/support/
+    # tsan_init_at_load.c): without it every shell started with libtsan preloaded crashes.
+    add_library(tsan_init_at_load SHARED ${CMAKE_CURRENT_SOURCE_DIR}/support/tsan_init_at_load.c)
+    set_target_properties(tsan_init_at_load PROPERTIES LIBRARY_OUTPUT_DIRECTORY
+                          ${CMAKE_BINARY_DIR}/lib)
+    string(APPEND THREELC_SANITIZER_PRELOAD ":${CMAKE_BINARY_DIR}/lib/libtsan_init_at_load.so")
   endif()
   message(STATUS "threelc: sanitizer build: Python-hosted tests preload "
                  "${THREELC_SANITIZER_PRELOAD}")

@@ -55,23 +55,15 @@ case "$preset" in
     ;;
 esac
 
-# Left out under the sanitizers (the Release suite runs all of it):
-# - label lint (clang_format, clang_tidy_changed): static checks of the sources; no code of
-#   ours runs.
-# - label emulate (emulate_cluster_tests): its ranks start through threelcrun's ssh path into
-#   network namespaces, which passes on only THREELC_* variables, so the sanitizer's runtime
-#   cannot be preloaded into them; and its tools/evaluate case is a benchmark (the test ran
-#   past its 600 s limit under ASan). Its cleanup check runs pgrep, and procps-ng's tools
-#   (pgrep, ps, uptime) never start with libasan.so preloaded: they wait forever in
-#   textdomain() for glibc's _nl_state_lock.
-# - tests/launcher's test_ssh_env_output_and_secret (deselected through PYTEST_ADDOPTS, which
-#   every pytest run reads, under both node ids pytest may give it, as its root directory is
-#   found from the working directory; an id not in a run deselects nothing): its ssh ranks
-#   load libthreelc.so, and over ssh the preloaded runtime does not reach them either. The
-#   other ssh cases run.
-# (The fuzz tests are not built here: THREELC_FUZZ=OFF in the presets.)
-export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }--deselect tests/launcher/test_ssh.py::test_ssh_env_output_and_secret --deselect test_ssh.py::test_ssh_env_output_and_secret"
-exclude='^(lint|emulate)$'
+# Left out under the sanitizers (the Release suite runs it): label lint (clang_format,
+# clang_tidy_changed), static checks of the sources in which no code of ours runs. The fuzz
+# tests are not built here (THREELC_FUZZ=OFF in the presets).
+# Ranks that threelcrun starts over ssh (tests/launcher/test_ssh.py, tests/emulate) get the
+# runtime and these options through threelcrun -x (tests/support/sanitized_ranks.py); the
+# emulate suite keeps it away from everything else it starts, since procps-ng's tools (pgrep,
+# ps) never start with libasan.so preloaded (they wait forever in textdomain() for glibc's
+# _nl_state_lock), and skips its tools/evaluate case, a benchmark.
+exclude='^(lint)$'
 # ctest takes one -LE: a caller's is joined to ours (e.g. -LE python-hosted, CI's subset).
 args=()
 while (($# > 0)); do

@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +14,9 @@ import pytest
 
 from conftest import HELPER, LAUNCHER, PYTHON, REPO, launch, library_available, pid_gone, \
     read_pids, wait_for
+
+sys.path.insert(0, str(REPO / "tests" / "support"))
+from sanitized_ranks import threelcrun_options  # noqa: E402
 
 HOSTS = ["-H", "localhost:2,127.0.0.1:2"]
 
@@ -34,6 +38,8 @@ def test_ssh_env_output_and_secret(sshd, tmp_path, run_env):
     go = tmp_path / "go"
     proc = subprocess.Popen([PYTHON, str(LAUNCHER), "-np", "4", *HOSTS, *map(str, sshd.ssh_args()),
                              "--sparsity", "1.25", "-x", "FOO=two words",
+                             # the ranks load libthreelc.so: in a sanitizer build, its runtime
+                             *threelcrun_options(),
                              PYTHON, str(HELPER), "env", str(tmp_path), str(go)],
                             env=run_env, cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
