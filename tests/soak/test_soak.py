@@ -10,6 +10,11 @@ less than 5 % after warm-up on every rank.
 CI runs a short soak (THREELC_SOAK_CALLS, default 5000 calls, ~20-40 s on 2 cores). The full
 one (20,000 calls, the "Hardening" issue's figure) is ``tools/soak.sh``.
 
+In a sanitizer build (the runtime preloaded, tests/sanitizers.cmake) resident memory is the
+sanitizer's: ASan holds up to 256 MB of freed memory in its quarantine and ignores malloc_trim,
+so VmRSS moves by several percent either way (one rank 5.05 % in an ASan run). There the growth is printed
+but not judged; the Release build's run judges it.
+
 Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q -s tests/soak
 """
 
@@ -34,7 +39,10 @@ RSS = re.compile(r"^RSS warmup_kb (\d+) end_kb (\d+) growth_pct (-?[\d.]+) calls
 
 NP = int(os.environ.get("THREELC_SOAK_NP", "4"))
 CALLS = int(os.environ.get("THREELC_SOAK_CALLS", "5000"))
-MAX_GROWTH_PCT = 5.0
+sys.path.insert(0, str(REPO / "tests" / "support"))
+from sanitized_ranks import sanitizer_preloaded  # noqa: E402
+
+MAX_GROWTH_PCT = float("inf") if sanitizer_preloaded() else 5.0
 
 
 def soak_env() -> dict:
@@ -52,6 +60,7 @@ def soak_env() -> dict:
     # run too (THREELC_SOAK_CACHE_CAPACITY overrides; tools/soak.sh keeps the default 1024).
     env["THREELC_CACHE_CAPACITY"] = os.environ.get("THREELC_SOAK_CACHE_CAPACITY", "128")
     env["THREELC_SOAK_CALLS"] = str(CALLS)
+    env.setdefault("THREELC_SOAK_MAX_GROWTH", str(MAX_GROWTH_PCT / 100.0))
     return env
 
 
