@@ -24,7 +24,7 @@ WORKER = REPO / "tests" / "engine_jobs" / "worker.py"
 PYTHON = "/usr/bin/python3"
 
 sys.path.insert(0, str(REPO / "tests" / "support"))
-from sanitized_ranks import threelcrun_options  # noqa: E402
+from sanitized_ranks import TIMEOUT_SCALE, threelcrun_options  # noqa: E402
 
 # In a sanitizer build only the threelc job's ranks load libthreelc.so: they get the
 # sanitizer's runtime through threelcrun -x. Nothing else this file starts may have it
@@ -32,8 +32,6 @@ from sanitized_ranks import threelcrun_options  # noqa: E402
 # with libasan preloaded.
 SANITIZER_OPTIONS = threelcrun_options()
 os.environ.pop("LD_PRELOAD", None)
-# THREELC_TEST_TIMEOUT_SCALE: set by sanitizer builds (tests/sanitizers.cmake).
-TIMEOUT_SCALE = float(os.environ.get("THREELC_TEST_TIMEOUT_SCALE", "1"))
 
 
 def netns_usable() -> bool:
@@ -147,15 +145,14 @@ def test_an_interrupt_tears_everything_down():
 def test_a_threelc_job_runs_across_the_emulated_hosts():
     # The engine's own job test, one rank per host, over the shaped links.
     job = [PYTHON, str(WORKER), "sizes"]
-    if not SANITIZER_OPTIONS:
-        proc = emulate("--hosts", "3", "--rate", "1gbit", "--name", "tejob", "--", *job,
-                       timeout=300 * TIMEOUT_SCALE)
-    else:
+    run = ["--", *job]
+    if SANITIZER_OPTIONS:
         # emulate_cluster's own threelcrun line, plus the sanitizer's -x options.
-        launcher = [PYTHON, str(THREELCRUN), "-np", "3", "-H", "tejob-h0:1,tejob-h1:1,tejob-h2:1",
-                    *SANITIZER_OPTIONS, "--", *job]
-        proc = emulate("--hosts", "3", "--rate", "1gbit", "--name", "tejob", "--launcher", "--",
-                       shlex.join(launcher), timeout=300 * TIMEOUT_SCALE)
+        run = ["--launcher", "--", shlex.join(
+            [PYTHON, str(THREELCRUN), "-np", "3", "-H", "tejob-h0:1,tejob-h1:1,tejob-h2:1",
+             *SANITIZER_OPTIONS, "--", *job])]
+    proc = emulate("--hosts", "3", "--rate", "1gbit", "--name", "tejob", *run,
+                   timeout=300 * TIMEOUT_SCALE)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     for rank in range(3):

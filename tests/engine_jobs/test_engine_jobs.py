@@ -29,10 +29,10 @@ LAUNCHER = REPO / "tools" / "threelcrun"
 WORKER = Path(__file__).resolve().parent / "worker.py"
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 LINE = re.compile(r"^\[(\d+)\] (.*)$")
-# Factor of each job's hard timeout (run_job's `timeout`): sanitizer builds set it
-# (tests/sanitizers.cmake), where a job runs up to 30x slower. The jobs' own THREELC_* waits
-# are not scaled.
-TIMEOUT_SCALE = float(os.environ.get("THREELC_TEST_TIMEOUT_SCALE", "1"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
+# Factor of each job's hard timeout (run_job's `timeout`), where a sanitizer build runs a job up
+# to 30x slower. The jobs' own THREELC_* waits are not scaled.
+from sanitized_ranks import TIMEOUT_SCALE  # noqa: E402
 # engine_job_tests_ucx (THREELC_TRANSPORT=ucx) runs the cases that move data between ranks; the
 # others (settings, negotiation over the TCP control channels, observability, one-rank jobs)
 # run over tcp only (CI time).

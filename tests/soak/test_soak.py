@@ -12,8 +12,8 @@ one (20,000 calls, the "Hardening" issue's figure) is ``tools/soak.sh``.
 
 In a sanitizer build (the runtime preloaded, tests/sanitizers.cmake) resident memory is the
 sanitizer's: ASan holds up to 256 MB of freed memory in its quarantine and ignores malloc_trim,
-so VmRSS moves by several percent either way (one rank 5.05 % in an ASan run). There the growth is printed
-but not judged; the Release build's run judges it.
+so VmRSS moves by several percent either way (one rank 5.05 % in an ASan run). There the
+growth is printed but not judged; the Release build's run judges it.
 
 Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q -s tests/soak
 """
@@ -40,7 +40,7 @@ RSS = re.compile(r"^RSS warmup_kb (\d+) end_kb (\d+) growth_pct (-?[\d.]+) calls
 NP = int(os.environ.get("THREELC_SOAK_NP", "4"))
 CALLS = int(os.environ.get("THREELC_SOAK_CALLS", "5000"))
 sys.path.insert(0, str(REPO / "tests" / "support"))
-from sanitized_ranks import sanitizer_preloaded  # noqa: E402
+from sanitized_ranks import TIMEOUT_SCALE, sanitizer_preloaded  # noqa: E402
 
 MAX_GROWTH_PCT = float("inf") if sanitizer_preloaded() else 5.0
 
@@ -67,8 +67,7 @@ def soak_env() -> dict:
 def test_soak():
     command = [PYTHON, str(LAUNCHER), "-np", str(NP), "--grace", "2", PYTHON, str(WORKER),
                str(CALLS)]
-    # THREELC_TEST_TIMEOUT_SCALE: set by sanitizer builds (tests/sanitizers.cmake).
-    timeout = (120 + CALLS // 20) * float(os.environ.get("THREELC_TEST_TIMEOUT_SCALE", "1"))
+    timeout = (120 + CALLS // 20) * TIMEOUT_SCALE
     started = time.monotonic()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,

@@ -1,4 +1,5 @@
-"""threelcrun options that carry a sanitizer build's runtime to ranks started over ssh.
+"""What a Python-hosted test needs to know of a sanitizer build: how much slower to expect it,
+and the threelcrun options that carry its runtime to ranks started over ssh.
 
 In a sanitizer build (tests/sanitizers.cmake) ctest preloads the sanitizer's runtime into each
 Python-hosted test through LD_PRELOAD, and every rank started locally inherits it, with the
@@ -10,6 +11,10 @@ sanitizer build there are none.
 from __future__ import annotations
 
 import os
+
+# Factor of the tests' own job timeouts: set by sanitizer builds (tests/sanitizers.cmake), 1
+# elsewhere.
+TIMEOUT_SCALE = float(os.environ.get("THREELC_TEST_TIMEOUT_SCALE", "1"))
 
 VARIABLES = ("LD_PRELOAD", "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS",
              "UCX_MEM_MMAP_HOOK_MODE", "UCX_MEM_MALLOC_HOOKS")
