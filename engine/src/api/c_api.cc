@@ -19,13 +19,15 @@ namespace te = threelc::engine;
 
 namespace {
 
-std::shared_mutex engine_mutex;  // shared: submissions and queries; unique: init and shutdown
-std::unique_ptr<te::Engine> engine;
-
-te::HandleTable& handles() {
-  static te::HandleTable table;
-  return table;
-}
+// The engine and the table its background thread completes handles in. Members are destroyed
+// in reverse order: when a process exits without threelc_shutdown (after an error, say), the
+// engine's destructor joins the background thread before the table is destroyed.
+struct Library {
+  te::HandleTable handles;
+  std::shared_mutex mutex;  // shared: submissions and queries; unique: init and shutdown
+  std::unique_ptr<te::Engine> engine;
+};
+Library lib;
 
 thread_local std::string last_error;
 
@@ -38,10 +40,10 @@ const char* not_initialized = "threelc is not initialized: call threelc_init() f
 
 threelc_handle submit(te::OpKind kind, const threelc_tensor* tensor,
                       const threelc_options* options) {
-  std::shared_lock lock(engine_mutex);
-  if (!engine) return fail(THREELC_ENOTINIT, not_initialized);
+  std::shared_lock lock(lib.mutex);
+  if (!lib.engine) return fail(THREELC_ENOTINIT, not_initialized);
   try {
-    return engine->submit(te::make_operation(*engine, kind, tensor, options));
+    return lib.engine->submit(te::make_operation(*lib.engine, kind, tensor, options));
   } catch (const te::EngineError& e) {
     return fail(e.code(), e.what());
   } catch (const std::exception& e) {
@@ -51,8 +53,8 @@ threelc_handle submit(te::OpKind kind, const threelc_tensor* tensor,
 
 template <typename F>
 int identity(F field) {
-  std::shared_lock lock(engine_mutex);
-  return engine ? field(engine->identity()) : -1;
+  std::shared_lock lock(lib.mutex);
+  return lib.engine ? field(lib.engine->identity()) : -1;
 }
 
 }  // namespace
@@ -78,10 +80,10 @@ void threelc_options_init(threelc_options* options) {
 }
 
 int threelc_init(void) {
-  std::unique_lock lock(engine_mutex);
-  if (engine) return THREELC_OK;
+  std::unique_lock lock(lib.mutex);
+  if (lib.engine) return THREELC_OK;
   try {
-    engine = std::make_unique<te::Engine>(handles());
+    lib.engine = std::make_unique<te::Engine>(lib.handles);
     return THREELC_OK;
   } catch (const te::EngineError& e) {
     return fail(e.code(), e.what());
@@ -91,16 +93,16 @@ int threelc_init(void) {
 }
 
 int threelc_shutdown(void) {
-  std::unique_lock lock(engine_mutex);
-  if (!engine) return THREELC_OK;
-  engine->shutdown();
-  engine.reset();
+  std::unique_lock lock(lib.mutex);
+  if (!lib.engine) return THREELC_OK;
+  lib.engine->shutdown();
+  lib.engine.reset();
   return THREELC_OK;
 }
 
 int threelc_is_initialized(void) {
-  std::shared_lock lock(engine_mutex);
-  return engine ? 1 : 0;
+  std::shared_lock lock(lib.mutex);
+  return lib.engine ? 1 : 0;
 }
 
 int threelc_cuda_built(void) { return threelc::compression::cuda::built() ? 1 : 0; }
@@ -153,34 +155,34 @@ threelc_handle threelc_barrier(void) { return submit(te::OpKind::kBarrier, nullp
 threelc_handle threelc_join(void) { return submit(te::OpKind::kJoin, nullptr, nullptr); }
 
 int threelc_poll(threelc_handle handle) {
-  const int r = handles().poll(handle);
+  const int r = lib.handles.poll(handle);
   return r < 0 ? fail(r, "unknown handle " + std::to_string(handle)) : r;
 }
 
 int threelc_wait(threelc_handle handle, int64_t timeout_ms) {
   std::optional<std::chrono::milliseconds> timeout;
   if (timeout_ms >= 0) timeout = std::chrono::milliseconds(timeout_ms);
-  const int r = handles().wait(handle, timeout);
+  const int r = lib.handles.wait(handle, timeout);
   if (r == THREELC_EINVAL) return fail(r, "unknown handle " + std::to_string(handle));
   if (r == THREELC_ETIMEOUT) {
     return fail(r, "operation " + std::to_string(handle) + " still pending after " +
                        std::to_string(timeout_ms) + " ms");
   }
   if (r != THREELC_OK) {
-    const std::string* message = handles().error(handle);
+    const std::string* message = lib.handles.error(handle);
     last_error = message ? *message : "";
   }
   return r;
 }
 
 const char* threelc_handle_error(threelc_handle handle) {
-  const std::string* message = handles().error(handle);
+  const std::string* message = lib.handles.error(handle);
   return message ? message->c_str() : "";
 }
 
 int threelc_handle_result(threelc_handle handle, threelc_result* result) {
   if (result == nullptr) return fail(THREELC_EINVAL, "result is NULL");
-  const te::OpResult* r = handles().result(handle);
+  const te::OpResult* r = lib.handles.result(handle);
   if (r == nullptr) {
     return fail(THREELC_EINVAL, "handle " + std::to_string(handle) + " is unknown or pending");
   }
@@ -199,15 +201,15 @@ int threelc_handle_result(threelc_handle handle, threelc_result* result) {
 }
 
 int threelc_release(threelc_handle handle) {
-  const int r = handles().release(handle);
+  const int r = lib.handles.release(handle);
   return r < 0 ? fail(r, "unknown handle " + std::to_string(handle)) : r;
 }
 
 int threelc_get_statistics(threelc_statistics* statistics) {
   if (statistics == nullptr) return fail(THREELC_EINVAL, "statistics is NULL");
-  std::shared_lock lock(engine_mutex);
-  if (!engine) return fail(THREELC_ENOTINIT, not_initialized);
-  const te::TrafficCounters& c = engine->counters();
+  std::shared_lock lock(lib.mutex);
+  if (!lib.engine) return fail(THREELC_ENOTINIT, not_initialized);
+  const te::TrafficCounters& c = lib.engine->counters();
   statistics->wire_bytes_sent = c.wire_bytes_sent;
   statistics->wire_bytes_received = c.wire_bytes_received;
   statistics->operations = c.operations;
@@ -216,11 +218,11 @@ int threelc_get_statistics(threelc_statistics* statistics) {
 }
 
 int64_t threelc_feedback_save(const char* prefix, void* buffer, size_t capacity) {
-  std::shared_lock lock(engine_mutex);
-  if (!engine) return fail(THREELC_ENOTINIT, not_initialized);
+  std::shared_lock lock(lib.mutex);
+  if (!lib.engine) return fail(THREELC_ENOTINIT, not_initialized);
   try {
     const std::span<std::byte> out(static_cast<std::byte*>(buffer), buffer ? capacity : 0);
-    return static_cast<int64_t>(engine->save_feedback(prefix ? prefix : "", out));
+    return static_cast<int64_t>(lib.engine->save_feedback(prefix ? prefix : "", out));
   } catch (const te::EngineError& e) {
     return fail(e.code(), std::string("threelc_feedback_save: ") + e.what());
   } catch (const std::exception& e) {
@@ -229,13 +231,14 @@ int64_t threelc_feedback_save(const char* prefix, void* buffer, size_t capacity)
 }
 
 int threelc_feedback_load(const char* prefix, const void* blob, size_t bytes) {
-  std::shared_lock lock(engine_mutex);
-  if (!engine) return fail(THREELC_ENOTINIT, not_initialized);
+  std::shared_lock lock(lib.mutex);
+  if (!lib.engine) return fail(THREELC_ENOTINIT, not_initialized);
   if (blob == nullptr && bytes > 0)
     return fail(THREELC_EINVAL, "threelc_feedback_load: blob is NULL");
   try {
-    engine->load_feedback(prefix ? prefix : "",
-                          std::span<const std::byte>(static_cast<const std::byte*>(blob), bytes));
+    lib.engine->load_feedback(
+        prefix ? prefix : "",
+        std::span<const std::byte>(static_cast<const std::byte*>(blob), bytes));
     return THREELC_OK;
   } catch (const te::EngineError& e) {
     return fail(e.code(), std::string("threelc_feedback_load: ") + e.what());
