@@ -3,9 +3,9 @@
 
     /usr/bin/python3 tools/accuracy/summarize.py accuracy_results.jsonl [more.jsonl ...]
 
-One row per configuration (ranks, allreduce algorithm, compression, sparsity): the seeds run,
-mean test accuracy (and per seed), its difference from the uncompressed runs with the same
-ranks and steps, in percentage points, the mean compression ratio, and the runs that failed
+One row per configuration (ranks, epochs, learning rate, allreduce algorithm, compression,
+sparsity, THREELC_CHUNK_BYTES): the seeds run, mean test accuracy (and per seed), its difference
+from the uncompressed runs with the same ranks, epochs and learning rate, in percentage points, the mean compression ratio, and the runs that failed
 (diverged) with their first error line. Several results files may be given. When the runs' logs are next to a results file
 (RESULTS.logs/, as run_matrix.sh keeps them), it also counts the engine's error-feedback
 warnings (runaway and non-finite gradient lines) per configuration.
@@ -25,14 +25,17 @@ WARNING = re.compile(r"running away|NaN or Inf")
 
 def key(run: dict) -> tuple:
     sparsity = run.get("sparsity") if run.get("compression") == "threelc" else None
-    return (int(run["ranks"]), run.get("algorithm", "push_pull"), run["compression"],
-            None if sparsity is None else float(sparsity))
+    return (int(run["ranks"]), int(run.get("epochs", 2)), float(run.get("lr", 0.02)),
+            run.get("algorithm", "push_pull"), run["compression"],
+            None if sparsity is None else float(sparsity), run.get("chunk_bytes") or "")
 
 
 def label(k: tuple) -> str:
-    ranks, algorithm, compression, sparsity = k
+    ranks, epochs, lr, algorithm, compression, sparsity, chunk = k
     what = "none" if compression == "none" else f"3LC s={sparsity:g}"
-    return f"| {ranks} | {algorithm} | {what} "
+    if chunk:
+        what += f", THREELC_CHUNK_BYTES={chunk}"
+    return f"| {ranks} | {epochs} | {lr:g} | {algorithm} | {what} "
 
 
 def warnings_in(run: dict) -> int:
@@ -40,9 +43,12 @@ def warnings_in(run: dict) -> int:
     if not logs.is_dir():
         return 0
     sparsity = run.get("sparsity")
-    name = (f"np{run['ranks']}-{run.get('algorithm', 'push_pull')}-{run['compression']}-"
-            f"s{sparsity if sparsity is not None else '1.0'}-seed{run['seed']}.log")
-    path = logs / name
+    chunk = f"-chunk{run['chunk_bytes']}" if run.get("chunk_bytes") else ""
+    stem = (f"np{run['ranks']}-{run.get('algorithm', 'push_pull')}-{run['compression']}-"
+            f"s{sparsity if sparsity is not None else '1.0'}")
+    path = logs / f"{stem}{chunk}-lr{run.get('lr')}-e{run.get('epochs')}-seed{run['seed']}.log"
+    if not path.exists():  # logs of run_matrix.sh before it named the learning rate
+        path = logs / f"{stem}-seed{run['seed']}.log"
     if not path.exists():
         return 0
     return sum(1 for line in path.read_text(errors="replace").splitlines()
@@ -64,18 +70,18 @@ def main(argv) -> int:
     baseline = {}
     for k, runs in groups.items():
         ok = [r["test_accuracy"] for r in runs if not r.get("failed")]
-        if k[2] == "none" and ok:
-            baseline[k[0]] = statistics.mean(ok)
-    print("| ranks | allreduce | compression | seeds | mean test accuracy | per seed | "
-          "vs none (pp) | compression ratio | failed | EF warnings |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for k in sorted(groups, key=lambda k: (k[0], k[1] != "push_pull", k[2] != "none",
-                                           k[3] or 0)):
+        if k[4] == "none" and ok:
+            baseline[k[:3]] = statistics.mean(ok)
+    print("| ranks | epochs | lr | allreduce | compression | seeds | mean test accuracy | "
+          "per seed | vs none (pp) | compression ratio | failed | EF warnings |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for k in sorted(groups, key=lambda k: (k[:3], k[3] != "push_pull", k[4] != "none",
+                                           k[5] or 0, k[6])):
         runs = sorted(groups[k], key=lambda r: r["seed"])
         ok = [r for r in runs if not r.get("failed")]
         acc = [r["test_accuracy"] for r in ok]
         mean = statistics.mean(acc) if acc else float("nan")
-        delta = (mean - baseline[k[0]]) * 100 if acc and k[0] in baseline else float("nan")
+        delta = (mean - baseline[k[:3]]) * 100 if acc and k[:3] in baseline else float("nan")
         ratio = statistics.mean(r["compression_ratio"] for r in ok) if ok else float("nan")
         per_seed = ", ".join(f"{r['test_accuracy']:.4f}" if not r.get("failed") else "failed"
                              for r in runs)
