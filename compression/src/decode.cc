@@ -50,14 +50,35 @@ Status validate_raw(const BlockHeader& header, size_t size) {
   return Status::success();
 }
 
+bool is_tiled(const BlockHeader& header) {
+  return header.format == static_cast<uint8_t>(Format::kThreeLCTiled);
+}
+
+// Values per tile: kTileValues in v1, 5 * G in v2 (G from the reserved field, checked first).
+size_t values_per_tile(const BlockHeader& header) {
+  return is_tiled(header) ? kTritsPerGroup * header.reserved : kTileValues;
+}
+
+Status check_scale(float scale, const std::string& what) {
+  if (std::isfinite(scale) && !std::signbit(scale)) return Status::success();
+  return Status::failure(what + " has scale " + float_str(scale) +
+                         ", expected a finite non-negative value");
+}
+
+// Tile t's scale: the header's in v1, the table's in v2.
+float tile_scale(const BlockHeader& header, const uint8_t* table, size_t tiles, size_t t) {
+  if (!is_tiled(header)) return header.scale;
+  float scale;
+  std::memcpy(&scale, table + tiles * kTileLengthBytes + t * kTileScaleBytes, sizeof scale);
+  return scale;
+}
+
 Status validate_threelc(const BlockHeader& header, std::span<const uint8_t> block) {
-  if (!std::isfinite(header.scale) || std::signbit(header.scale)) {
-    return Status::failure("3LC block has scale " + float_str(header.scale) +
-                           ", expected a finite non-negative value");
-  }
+  if (Status status = check_scale(header.scale, "3LC block"); !status.ok()) return status;
   const size_t n = header.count;
-  const size_t tiles = tile_count(n);
-  const size_t table_end = kHeaderBytes + tiles * kTileLengthBytes;
+  const size_t per_tile = values_per_tile(header);
+  const size_t tiles = tile_count(n, per_tile);
+  const size_t table_end = kHeaderBytes + tile_table_bytes(tiles, is_tiled(header));
   if (block.size() < table_end) {
     return Status::failure("3LC block of " + str(n) + " values is " + str(block.size()) +
                            " bytes, too short for its " + str(tiles) + "-entry tile table");
@@ -70,13 +91,17 @@ Status validate_threelc(const BlockHeader& header, std::span<const uint8_t> bloc
   const uint8_t* tile_bytes = block.data() + table_end;
   size_t offset = 0;
   for (size_t t = 0; t < tiles; ++t) {
+    if (Status status = check_scale(tile_scale(header, table, tiles, t), "tile " + str(t));
+        !status.ok()) {
+      return status;
+    }
     const size_t length = detail::read_tile_length(table, t);
     if (offset + length > header.payload_bytes) {
       return Status::failure("tile " + str(t) + " of " + str(tiles) + " ends at payload byte " +
                              str(offset + length) + ", past the payload of " +
                              str(header.payload_bytes));
     }
-    const size_t g = tile_groups(tile_values(n, t));
+    const size_t g = tile_groups(tile_values(n, t, per_tile));
     const size_t groups = expanded_groups(tile_bytes + offset, length);
     if (groups != g) {
       return Status::failure("tile " + str(t) + " expands to " + str(groups) +
@@ -91,23 +116,24 @@ Status validate_threelc(const BlockHeader& header, std::span<const uint8_t> bloc
   return Status::success();
 }
 
-// Runs `per_tile(tile_values_ptr_offset, count, g, groups)` for every tile of a validated
-// 3LC block.
+// Runs `per_tile(first value, count, g, groups, scale)` for every tile of a validated 3LC
+// block (v1 or v2).
 template <typename PerTile>
 void for_each_tile(const detail::Kernels& kernels, std::span<const uint8_t> block,
                    PerTile&& per_tile) {
   const BlockHeader header = detail::read_header(block.data());
   const size_t n = header.count;
-  const size_t tiles = tile_count(n);
+  const size_t tile_size = values_per_tile(header);
+  const size_t tiles = tile_count(n, tile_size);
   const uint8_t* table = block.data() + kHeaderBytes;
-  const uint8_t* bytes = table + tiles * kTileLengthBytes;
+  const uint8_t* bytes = table + tile_table_bytes(tiles, is_tiled(header));
   alignas(64) uint8_t groups[kGroupsPerTile];
   for (size_t t = 0; t < tiles; ++t) {
     const size_t length = detail::read_tile_length(table, t);
-    const size_t count = tile_values(n, t);
+    const size_t count = tile_values(n, t, tile_size);
     const size_t g = tile_groups(count);
     kernels.zero_run_expand(bytes, length, g, groups);
-    per_tile(t * kTileValues, count, g, groups);
+    per_tile(t * tile_size, count, g, groups, tile_scale(header, table, tiles, t));
     bytes += length;
   }
 }
@@ -120,14 +146,18 @@ Status validate(std::span<const uint8_t> block, size_t expected_count, BlockInfo
                            str(kHeaderBytes) + "-byte header");
   }
   const BlockHeader header = detail::read_header(block.data());
-  if (header.format != static_cast<uint8_t>(Format::kRaw) &&
-      header.format != static_cast<uint8_t>(Format::kThreeLC)) {
+  if (header.format > static_cast<uint8_t>(Format::kThreeLCTiled)) {
     return Status::failure("block format " + str(header.format) +
-                           " is unknown (0 raw fp32, 1 3LC v1)");
+                           " is unknown (0 raw fp32, 1 3LC v1, 2 3LC v2)");
   }
   if (header.flags != 0)
     return Status::failure("block flags are " + str(header.flags) + ", expected 0");
-  if (header.reserved != 0) {
+  if (is_tiled(header)) {
+    if (header.reserved == 0 || header.reserved > kGroupsPerTile) {
+      return Status::failure("3LC v2 block has " + str(header.reserved) +
+                             " groups per tile, expected 1 to " + str(kGroupsPerTile));
+    }
+  } else if (header.reserved != 0) {
     return Status::failure("block reserved field is " + str(header.reserved) + ", expected 0");
   }
   if (expected_count != kAnyCount && header.count != expected_count) {
@@ -140,7 +170,7 @@ Status validate(std::span<const uint8_t> block, size_t expected_count, BlockInfo
   if (!status.ok()) return status;
   if (info != nullptr) {
     *info = BlockInfo{static_cast<Format>(header.format), header.count, header.scale,
-                      header.payload_bytes};
+                      header.payload_bytes, values_per_tile(header)};
   }
   return Status::success();
 }
@@ -155,9 +185,10 @@ Status decode(std::span<const uint8_t> block, size_t expected_count, float* dst,
     return Status::success();
   }
   const detail::Kernels& kernels = detail::kernels_for(options.isa);
-  for_each_tile(kernels, block, [&](size_t begin, size_t count, size_t g, const uint8_t* groups) {
-    kernels.unpack_tile(groups, count, g, info.scale, dst + begin);
-  });
+  for_each_tile(kernels, block,
+                [&](size_t begin, size_t count, size_t g, const uint8_t* groups, float scale) {
+                  kernels.unpack_tile(groups, count, g, scale, dst + begin);
+                });
   return Status::success();
 }
 
@@ -171,10 +202,10 @@ Status decode_add(std::span<const uint8_t> block, size_t expected_count, float a
     kernels.raw_add(block.data() + kHeaderBytes, info.count, alpha, dst);
     return Status::success();
   }
-  const float step = alpha * info.scale;
-  for_each_tile(kernels, block, [&](size_t begin, size_t count, size_t g, const uint8_t* groups) {
-    kernels.unpack_tile_add(groups, count, g, step, dst + begin);
-  });
+  for_each_tile(kernels, block,
+                [&](size_t begin, size_t count, size_t g, const uint8_t* groups, float scale) {
+                  kernels.unpack_tile_add(groups, count, g, alpha * scale, dst + begin);
+                });
   return Status::success();
 }
 

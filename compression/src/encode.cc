@@ -1,5 +1,5 @@
-// Block encoder: the two passes of DESIGN.md (block max, then quantize + pack + zero-run per
-// tile), the raw fallback for non-finite input, and fp16/bf16 widening.
+// Block encoder: the two passes (block max, or v2's tile maxima; then quantize + pack +
+// zero-run per tile), the raw fallback for non-finite input, and fp16/bf16 widening.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -90,11 +90,20 @@ Status encode_raw(const Values& values, std::span<uint8_t> out, EncodedBlock* re
   return Status::success();
 }
 
+bool scale_tile_valid(size_t scale_tile) {
+  return scale_tile == 0 || (scale_tile % kTritsPerGroup == 0 && scale_tile <= kTileValues);
+}
+
 Status encode(const Values& values, float* error, const EncodeOptions& options,
               std::span<uint8_t> out, EncodedBlock* result) {
   if (!(options.sparsity >= 1.0f && options.sparsity < 2.0f)) {
     return Status::failure("sparsity multiplier " + std::to_string(options.sparsity) +
                            " is outside [1, 2)");
+  }
+  if (!scale_tile_valid(options.scale_tile)) {
+    return Status::failure("scale tile of " + std::to_string(options.scale_tile) +
+                           " values is not 0 or a multiple of 5 up to " +
+                           std::to_string(kTileValues));
   }
   if (Status status = check_values(values, out.size(), max_block_bytes(values.count));
       !status.ok()) {
@@ -102,37 +111,61 @@ Status encode(const Values& values, float* error, const EncodeOptions& options,
   }
   const Kernels& kernels = detail::kernels_for(options.isa);
   const size_t n = values.count;
+  // Format v2 (a scale per tile) when the block has more than one tile: a block of one tile is
+  // quantized the same either way and v1 writes it 4 bytes shorter (so that a v2 block never
+  // exceeds max_block_bytes: only a lone tile of one value would).
+  const bool tiled = options.scale_tile != 0 && n > options.scale_tile;
+  const size_t per_tile = tiled ? options.scale_tile : kTileValues;
+  const size_t tiles = tile_count(n, per_tile);
+  uint8_t* table = out.data() + kHeaderBytes;
+  uint8_t* scales = table + tiles * kTileLengthBytes;  // v2 only
+  uint8_t* payload = table + tile_table_bytes(tiles, tiled);
 
-  // Pass 1: M = max |x + e|; a non-finite value or scale sends the block raw.
-  const uint32_t max_bits = block_abs_max_bits(kernels, values, error);
+  // Pass 1: M = max |x + e| (v2: per tile, each tile's scale written to the table); a
+  // non-finite value or scale sends the block raw.
+  uint32_t max_bits = 0;
+  if (!tiled) {
+    max_bits = block_abs_max_bits(kernels, values, error);
+  } else {
+    for (size_t t = 0; t < tiles && max_bits < kNonFiniteBits; ++t) {
+      const size_t begin = t * per_tile;
+      const size_t count = tile_values(n, t, per_tile);
+      const uint32_t bits = kernels.abs_max_bits(tile_input(values, begin, count),
+                                                 error != nullptr ? error + begin : nullptr, count);
+      const float tile_scale = std::bit_cast<float>(bits) * options.sparsity;
+      std::memcpy(scales + t * kTileScaleBytes, &tile_scale, sizeof tile_scale);
+      max_bits = std::max(max_bits, bits);
+    }
+  }
   const float scale = std::bit_cast<float>(max_bits) * options.sparsity;
   if (max_bits >= kNonFiniteBits || !std::isfinite(scale)) {
     write_raw(values, out.data(), result);
     return Status::success();
   }
-  const float h = 0.5f * scale;
 
   // Pass 2: per tile, quantize (updating the error), pack, zero-run encode.
-  const size_t tiles = tile_count(n);
-  uint8_t* table = out.data() + kHeaderBytes;
-  uint8_t* payload = table + tiles * kTileLengthBytes;
   size_t payload_bytes = 0;
   alignas(64) uint8_t groups[kGroupsPerTile];
   for (size_t t = 0; t < tiles; ++t) {
-    const size_t begin = t * kTileValues;
-    const size_t count = tile_values(n, t);
+    const size_t begin = t * per_tile;
+    const size_t count = tile_values(n, t, per_tile);
     const size_t g = tile_groups(count);
+    float tile_scale = scale;
+    if (tiled) std::memcpy(&tile_scale, scales + t * kTileScaleBytes, sizeof tile_scale);
     kernels.quantize_tile(tile_input(values, begin, count),
-                          error != nullptr ? error + begin : nullptr, count, g, scale, h, groups);
+                          error != nullptr ? error + begin : nullptr, count, g, tile_scale,
+                          0.5f * tile_scale, groups);
     const size_t length = kernels.zero_run_encode(groups, g, payload + payload_bytes);
     detail::write_tile_length(table, t, static_cast<uint16_t>(length));
     payload_bytes += length;
   }
-  detail::write_header(out.data(), BlockHeader{static_cast<uint8_t>(Format::kThreeLC), 0, 0,
-                                               static_cast<uint32_t>(n), scale,
-                                               static_cast<uint32_t>(payload_bytes)});
-  *result = EncodedBlock{kHeaderBytes + tiles * kTileLengthBytes + payload_bytes, Format::kThreeLC,
-                         scale};
+  const Format format = tiled ? Format::kThreeLCTiled : Format::kThreeLC;
+  detail::write_header(
+      out.data(),
+      BlockHeader{static_cast<uint8_t>(format), 0,
+                  static_cast<uint16_t>(tiled ? per_tile / kTritsPerGroup : 0),
+                  static_cast<uint32_t>(n), scale, static_cast<uint32_t>(payload_bytes)});
+  *result = EncodedBlock{static_cast<size_t>(payload - out.data()) + payload_bytes, format, scale};
   return Status::success();
 }
 

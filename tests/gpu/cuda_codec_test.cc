@@ -404,6 +404,13 @@ TEST_F(CudaCodecTest, MalformedBlocksAreRejectedWithTheDestinationUntouched) {
   Bytes bad_format = block;
   bad_format[0] = 9;
   expect_rejected(bad_format, n, "unknown format");
+  // A valid format 2 block (a scale per tile) is the CPU codec's only: refused, not misread.
+  Bytes tiled(max_block_bytes(n));
+  ASSERT_OK(encode(Values{x.data(), DType::kFloat32, n}, nullptr,
+                   EncodeOptions{.sparsity = 1.0f, .scale_tile = 1280}, tiled, &result));
+  tiled.resize(result.bytes);
+  ASSERT_EQ(result.format, Format::kThreeLCTiled);
+  expect_rejected(tiled, n, "format 2");
 }
 
 TEST_F(CudaCodecTest, WrongArgumentsAreRejected) {
@@ -420,6 +427,11 @@ TEST_F(CudaCodecTest, WrongArgumentsAreRejected) {
                                             std::span<uint8_t>(out.data(), 20), &result);
   EXPECT_FALSE(small.ok());
   EXPECT_NE(small.message().find("output buffer"), std::string::npos) << small.message();
+  const Status tiled = cuda::encode_to_host(
+      cuda::DeviceValues{x.get(), DType::kFloat32, 10}, nullptr,
+      EncodeOptions{.sparsity = 1.0f, .scale_tile = 5}, workspace_, stream_, out, &result);
+  EXPECT_FALSE(tiled.ok());
+  EXPECT_NE(tiled.message().find("format v1 only"), std::string::npos) << tiled.message();
 }
 
 }  // namespace

@@ -78,6 +78,31 @@ def ref_block(n: int, scale, q: np.ndarray) -> bytes:
     return HEADER.pack(1, 0, 0, n, float(scale), len(payload)) + table + payload
 
 
+def ref_encode_tiled(x, e, s, tile):
+    """(block bytes, decoded values, new error or None for raw) of format v2: one scale per
+    tile of `tile` values, each quantized and packed as a v1 tile with its own scale. A
+    block of one tile is written as v1 (the same quantization, 4 bytes fewer)."""
+    if x.size <= tile:
+        return ref_encode(x, e, s)
+    a = x.astype(F32) + e
+    if not np.all(np.isfinite(a)):
+        return ref_raw_block(x), x.astype(F32), None
+    lengths, scales, tiles, d = [], [], [], np.zeros(x.size, F32)
+    for b in range(0, x.size, tile):
+        raw, _, scale, q, d_tile, _ = ref_quantize(a[b: b + tile], None, s)
+        if raw:
+            return ref_raw_block(x), x.astype(F32), None
+        packed = ref_pack_tile(q)
+        lengths.append(struct.pack("<H", len(packed)))
+        scales.append(struct.pack("<f", scale))
+        tiles.append(packed)
+        d[b: b + tile] = d_tile
+    payload = b"".join(tiles)
+    top = max((struct.unpack("<f", v)[0] for v in scales), default=0.0)
+    header = HEADER.pack(2, 0, tile // 5, x.size, top, len(payload))
+    return header + b"".join(lengths) + b"".join(scales) + payload, d, (a - d).astype(F32)
+
+
 def ref_raw_block(x: np.ndarray) -> bytes:
     v = x.astype(F32)
     return HEADER.pack(0, 0, 0, v.size, 0.0, 4 * v.size) + v.tobytes()
@@ -191,6 +216,39 @@ def test_sparsity_multiplier(s):
     assert info == (x.size, codec.FORMAT_3LC, float(F32(np.max(np.abs(x))) * F32(s)))
     np.testing.assert_array_equal(bits(codec.decompress(block)), bits(want_d))
     np.testing.assert_array_equal(bits(e), bits(want_e))
+
+
+@pytest.mark.parametrize("tile", [5, 1280, TILE])
+@pytest.mark.parametrize("n", [0, 1, 6, 1279, 1281, TILE + 7])
+def test_scale_per_tile_block_matches_model(n, tile):
+    """Format v2: every tile has its own scale, so small values far from the block's largest
+    are sent; decode + residual still equals input + old residual bit for bit."""
+    rng = np.random.default_rng(n + tile)
+    x = gradient_like(rng, n, "heavy")
+    e0 = (rng.standard_normal(n) * 1e-4).astype(F32)
+    e = e0.copy()
+    block = codec.compress(x, e, sparsity=1.25, scale_tile=tile)
+    want_block, want_d, want_e = ref_encode_tiled(x, e0, 1.25, tile)
+    assert block == want_block
+    np.testing.assert_array_equal(bits(e), bits(want_e))
+    np.testing.assert_array_equal(bits(codec.decompress(block)), bits(want_d))
+    dst = np.ones(n, F32)
+    codec.decompress_add(block, dst, alpha=0.5)
+    np.testing.assert_array_equal(bits(dst), bits((F32(1) + F32(0.5) * want_d).astype(F32)))
+    assert codec.inspect(block).format == (2 if n > tile else 1)
+
+
+def test_scale_per_tile_sends_more_of_the_small_values():
+    x = np.random.default_rng(5).standard_normal(4 * 1280).astype(F32)
+    x[:1280] *= 100  # one tile of large values: v1's one scale hides the others
+    dense = [np.count_nonzero(codec.decompress(codec.compress(x, scale_tile=t))) for t in (0, 1280)]
+    assert dense[1] > 2 * dense[0]
+
+
+@pytest.mark.parametrize("tile", [-5, 3, 7, TILE + 5, 2.5, True])
+def test_scale_tile_out_of_range(tile):
+    with pytest.raises((ValueError, codec.CodecError), match="scale.tile"):
+        codec.compress(np.ones(10, F32), scale_tile=tile)
 
 
 def test_larger_sparsity_gives_smaller_blocks():
@@ -414,7 +472,9 @@ def _malformed_cases():
         "truncated table": (bytes(block[:HEADER.size + 3]), "tile table"),
         "truncated by one": (bytes(block[:-1]), "payload"),
         "one byte extra": (bytes(block + b"\x79"), "payload"),
-        "format 2": (_with_header(block, fmt=2), "format"),
+        "format 3": (_with_header(block, fmt=3), "format"),
+        "v2, 0 groups per tile": (_with_header(block, fmt=2, res=0), "groups per tile"),
+        "v2, 4097 groups per tile": (_with_header(block, fmt=2, res=4097), "groups per tile"),
         "format 255": (_with_header(block, fmt=255), "format"),
         "flags 1": (_with_header(block, flags=1), "flags"),
         "flags 128": (_with_header(block, flags=128), "flags"),
@@ -462,7 +522,8 @@ def _malformed_cases():
 
 MALFORMED_NAMES = [
     "empty", "short header", "truncated table", "truncated by one", "one byte extra",
-    "format 2", "format 255", "flags 1", "flags 128", "reserved", "payload +1", "payload -1",
+    "format 3", "v2, 0 groups per tile", "v2, 4097 groups per tile", "format 255", "flags 1",
+    "flags 128", "reserved", "payload +1", "payload -1",
     "count +5", "count huge", "scale nan", "scale inf", "scale negative",
     "tile length past payload", "tile lengths short of payload", "tile boundary moved",
     "too many groups", "too few groups", "raw with scale", "raw payload field",

@@ -48,6 +48,8 @@ Options:
   --isa NAME        auto | scalar | avx2 | avx512 | all (default auto; all = every ISA this
                     CPU supports). THREELC_CODEC_ISA also steers auto.
   --sparsity S      sparsity multiplier s in [1, 2) for encode (default 1.0)
+  --scale-tile T    values per 3LC scale: 0, one per block (format v1, default); a multiple
+                    of 5 up to 20480, one per tile of T values (format v2)
   --json            one JSON object per line instead of the table:
                     {"op","isa","bytes","mib","reps","seconds","gbps", "ratio_to_memcpy"
                      (encode, decode, decode_add), "cycles_per_element", ...}
@@ -68,6 +70,7 @@ struct Options {
   int reps = 0;  // 0: by size
   std::string isa = "auto";
   float sparsity = 1.0f;
+  size_t scale_tile = 0;
   bool json = false;
   std::string gradients;
   std::vector<float> sparsities = {1.0f, 1.25f, 1.5f, 1.75f, 1.9f};
@@ -204,9 +207,9 @@ void report(const Options& opt, const Clock& clock, const char* op, Isa isa, siz
   const std::string isa_str(tc::isa_name(isa));
   if (opt.json) {
     std::printf(
-        "{\"op\":\"%s\",\"isa\":\"%s\",\"bytes\":%.0f,\"mib\":%.6g,\"reps\":%d,"
-        "\"seconds\":%.9f,\"gbps\":%.4f",
-        op, isa_str.c_str(), bytes, bytes / (1 << 20), reps, t.seconds, gbps);
+        "{\"op\":\"%s\",\"isa\":\"%s\",\"scale_tile\":%zu,\"bytes\":%.0f,\"mib\":%.6g,"
+        "\"reps\":%d,\"seconds\":%.9f,\"gbps\":%.4f",
+        op, isa_str.c_str(), opt.scale_tile, bytes, bytes / (1 << 20), reps, t.seconds, gbps);
     if (with_ratio) std::printf(",\"ratio_to_memcpy\":%.4f", gbps / memcpy_gbps);
     if (encoded_bytes != 0) {
       std::printf(",\"encoded_bytes\":%zu,\"bits_per_value\":%.5f", encoded_bytes,
@@ -262,8 +265,10 @@ int run_throughput(const Options& opt) {
   }
   Clock clock{tsc_hz(), core_hz()};
   if (!opt.json) {
-    std::printf("single thread; GB/s = fp32 input bytes / median seconds; s = %.3g\n",
-                static_cast<double>(opt.sparsity));
+    std::printf(
+        "single thread; GB/s = fp32 input bytes / median seconds; s = %.3g, scale tile "
+        "%zu\n",
+        static_cast<double>(opt.sparsity), opt.scale_tile);
     std::printf(
         "cycles: TSC ticks per element (TSC %.3f GHz) and core cycles per element "
         "estimated with a %.3f GHz core clock (dependent-add chain)\n",
@@ -293,6 +298,7 @@ int run_throughput(const Options& opt) {
       EncodedBlock result;
       EncodeOptions eopt;
       eopt.sparsity = opt.sparsity;
+      eopt.scale_tile = opt.scale_tile;
       eopt.isa = isa;
       const Values values{x.data(), DType::kFloat32, n};
       std::memcpy(e.data(), e0.data(), 4 * n);
@@ -400,6 +406,7 @@ int run_ratio(const Options& opt) {
         EncodedBlock result;
         EncodeOptions eopt;
         eopt.sparsity = s;
+        eopt.scale_tile = opt.scale_tile;
         eopt.isa = isa;
         const tc::Status status =
             tc::encode(Values{values.data(), DType::kFloat32, n}, errors[t].data(), eopt,
@@ -429,12 +436,13 @@ int run_ratio(const Options& opt) {
         count != 0 ? static_cast<double>(zero_values) / static_cast<double>(count) : 0.0;
     if (opt.json) {
       std::printf(
-          "{\"op\":\"ratio\",\"sparsity\":%.4g,\"bits_per_value\":%.6f,"
+          "{\"op\":\"ratio\",\"sparsity\":%.4g,\"scale_tile\":%zu,\"bits_per_value\":%.6f,"
           "\"compression_ratio\":%.4f,\"values\":%llu,\"encoded_bytes\":%llu,"
           "\"tensors\":%zu,\"steps\":%u,\"raw_blocks\":%llu,\"zero_fraction\":%.6f}\n",
-          static_cast<double>(s), bits, ratio, static_cast<unsigned long long>(count),
-          static_cast<unsigned long long>(encoded), file.counts.size(), file.steps,
-          static_cast<unsigned long long>(raw_blocks), zero_fraction);
+          static_cast<double>(s), opt.scale_tile, bits, ratio,
+          static_cast<unsigned long long>(count), static_cast<unsigned long long>(encoded),
+          file.counts.size(), file.steps, static_cast<unsigned long long>(raw_blocks),
+          zero_fraction);
     } else {
       std::printf(
           "ratio s=%-5.3g bits/value %8.4f  compression %8.2fx  zero values %6.2f%%  "
@@ -477,6 +485,12 @@ int run_codec_bench(int argc, char** argv) {
       opt.sparsity = std::strtof(argv[++i], nullptr);
       if (!(opt.sparsity >= 1.0f && opt.sparsity < 2.0f)) {
         std::fprintf(stderr, "--sparsity must be in [1, 2)\n");
+        return 2;
+      }
+    } else if (arg == "--scale-tile" && has_value) {
+      opt.scale_tile = std::strtoul(argv[++i], nullptr, 10);
+      if (!tc::scale_tile_valid(opt.scale_tile)) {
+        std::fprintf(stderr, "--scale-tile must be 0 or a multiple of 5 up to 20480\n");
         return 2;
       }
     } else if (arg == "--sparsities" && has_value) {

@@ -1,4 +1,4 @@
-/* C ABI of the threelc codec (3LC block format v1). Stable; see docs/WIRE_FORMAT.md.
+/* C ABI of the threelc codec (3LC block formats v1 and v2). Stable; see docs/WIRE_FORMAT.md.
  * Every function returns 0 on success or a negative THREELC_E* code; on failure
  * threelc_codec_last_error() returns a message for the calling thread. */
 #ifndef THREELC_CODEC_H_
@@ -32,16 +32,23 @@ enum {
 /* Bytes that any block of `count` values may need. */
 size_t threelc_codec_max_block_bytes(size_t count);
 
-/* Encodes `count` values of `dtype` (FLOAT32, FLOAT16 or BFLOAT16) as a 3LC block.
- * `error` may be NULL. Writes the block size to *block_bytes. */
+/* Encodes `count` values of `dtype` (FLOAT32, FLOAT16 or BFLOAT16) as a 3LC block (format v1,
+ * one scale). `error` may be NULL. Writes the block size to *block_bytes. */
 int threelc_codec_encode(const void* values, int dtype, size_t count, float* error, float sparsity,
                          void* out, size_t out_capacity, size_t* block_bytes);
+
+/* The same with a scale per tile of `scale_tile` values (format v2; a multiple of 5 up to
+ * 20480); scale_tile 0 is threelc_codec_encode. */
+int threelc_codec_encode_tiled(const void* values, int dtype, size_t count, float* error,
+                               float sparsity, size_t scale_tile, void* out, size_t out_capacity,
+                               size_t* block_bytes);
 
 /* Encodes the values as a raw fp32 block. */
 int threelc_codec_encode_raw(const void* values, int dtype, size_t count, void* out,
                              size_t out_capacity, size_t* block_bytes);
 
-/* Validates a block; writes its value count, format (0 raw, 1 3LC) and scale. */
+/* Validates a block; writes its value count, format (0 raw, 1 3LC v1, 2 3LC v2) and scale
+ * (v2: the largest tile scale). */
 int threelc_codec_inspect(const void* block, size_t block_bytes, uint32_t* count, int* format,
                           float* scale);
 

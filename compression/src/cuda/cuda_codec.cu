@@ -172,6 +172,12 @@ Status check_encode(const DeviceValues& values, const EncodeOptions& options, si
     return Status::failure("sparsity multiplier " + std::to_string(options.sparsity) +
                            " is outside [1, 2)");
   }
+  if (options.scale_tile != 0) {
+    return Status::failure(
+        "the CUDA codec writes format v1 only (one scale per block); a scale "
+        "tile of " +
+        std::to_string(options.scale_tile) + " values (format v2) is encoded on the CPU only");
+  }
   if (values.data == nullptr && values.count != 0) return Status::failure("values pointer is null");
   if (values.count > UINT32_MAX) {
     return Status::failure("block of " + std::to_string(values.count) +
@@ -281,6 +287,11 @@ namespace {
 Status queue_decode(const uint8_t* block, const BlockInfo& info, bool add, float alpha, float* dst,
                     Workspace::Impl& ws, cudaStream_t stream) {
   const size_t n = info.count;
+  if (info.format == Format::kThreeLCTiled) {
+    return Status::failure(
+        "the CUDA codec decodes formats 0 and 1 only; this block is format 2 "
+        "(a scale per tile), which only the CPU codec decodes");
+  }
   if (info.format == Format::kRaw) {
     if (add) {
       THREELC_CUDA_TRY(detail::launch_raw_add(block + kHeaderBytes, n, alpha, dst, stream));

@@ -75,6 +75,12 @@ def _declare(lib: ctypes.CDLL) -> None:
             [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, c_float_p, ctypes.c_float,
              ctypes.c_void_p, ctypes.c_size_t, c_size_p],
         ),
+        # values, dtype, count, error, sparsity, scale_tile, out, out_capacity, block_bytes
+        "threelc_codec_encode_tiled": (
+            ctypes.c_int,
+            [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, c_float_p, ctypes.c_float,
+             ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, c_size_p],
+        ),
         # values, dtype, count, out, out_capacity, block_bytes
         "threelc_codec_encode_raw": (
             ctypes.c_int,

@@ -122,14 +122,17 @@ def max_block_bytes(count: int) -> int:
     return int(lib.threelc_codec_max_block_bytes(count))
 
 
-def compress(x: np.ndarray, error: Optional[np.ndarray] = None, sparsity: float = 1.0) -> bytes:
+def compress(x: np.ndarray, error: Optional[np.ndarray] = None, sparsity: float = 1.0,
+             scale_tile: int = 0) -> bytes:
     """Encodes the 1-D float32/float16 array `x` as one 3LC block.
 
     `error`, when given, is the float32 error-feedback buffer (same length as `x`): the
     block encodes ``x + error`` and ``error`` is updated in place to the new residual, so
     that ``decompress(block) + error_new == x + error_old`` exactly. `sparsity` is the
-    multiplier s in [1, 2) (larger: sparser blocks, lower fidelity). Input holding NaN or
-    Inf yields a raw fp32 block of `x` and leaves `error` untouched.
+    multiplier s in [1, 2) (larger: sparser blocks, lower fidelity). `scale_tile` 0 writes
+    format v1 (one scale for the block, the paper's 3LC); a multiple of 5 up to 20480 writes
+    format v2 with a scale per tile of that many values (more accurate, a few more bytes).
+    Input holding NaN or Inf yields a raw fp32 block of `x` and leaves `error` untouched.
     """
     x = _values(x)
     err_ptr = None
@@ -142,8 +145,12 @@ def compress(x: np.ndarray, error: Optional[np.ndarray] = None, sparsity: float 
     capacity = max_block_bytes(x.shape[0])
     out = np.empty(capacity, dtype=np.uint8)
     size = ctypes.c_size_t(0)
-    rc = lib.threelc_codec_encode(x.ctypes.data, _DTYPES[x.dtype], x.shape[0], err_ptr,
-                                  sparsity, out.ctypes.data, capacity, ctypes.byref(size))
+    if isinstance(scale_tile, bool) or not isinstance(scale_tile, (int, np.integer)) \
+            or scale_tile < 0:
+        raise ValueError(f"scale_tile must be a non-negative integer, got {scale_tile!r}")
+    rc = lib.threelc_codec_encode_tiled(x.ctypes.data, _DTYPES[x.dtype], x.shape[0], err_ptr,
+                                        sparsity, int(scale_tile), out.ctypes.data, capacity,
+                                        ctypes.byref(size))
     _check(rc, "compress")
     return out[: size.value].tobytes()
 

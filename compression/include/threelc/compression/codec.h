@@ -35,12 +35,19 @@ struct Values {
 struct EncodeOptions {
   float sparsity = 1.0f;  // the sparsity multiplier s, in [1, 2)
   Isa isa = Isa::kAuto;
+  // Values that share one scale: 0 writes format v1 (one scale per block, the paper's 3LC);
+  // otherwise format v2 with a scale per tile of this many values, a multiple of 5 from 5 to
+  // kTileValues (docs/WIRE_FORMAT.md).
+  size_t scale_tile = 0;
 };
+
+// Whether `scale_tile` is one EncodeOptions accepts (0, or a multiple of 5 up to kTileValues).
+bool scale_tile_valid(size_t scale_tile);
 
 struct EncodedBlock {
   size_t bytes = 0;  // bytes written to the output
   Format format = Format::kRaw;
-  float scale = 0.0f;
+  float scale = 0.0f;  // M * s (v2: the largest tile's)
 };
 
 // Encodes `values` as one 3LC block with error feedback. `error` (fp32, values.count
@@ -62,8 +69,9 @@ Status encode_raw(const Values& values, std::span<uint8_t> out, EncodedBlock* re
 struct BlockInfo {
   Format format = Format::kRaw;
   uint32_t count = 0;
-  float scale = 0.0f;
+  float scale = 0.0f;  // the header's (v2: the largest tile scale)
   uint32_t payload_bytes = 0;
+  size_t tile_values = kTileValues;  // values per tile (v2: from the header)
 };
 
 // Checks every header field, the tile table, and that every tile expands to exactly its
