@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "threelc/compression/codec.h"
+
 namespace threelc::engine {
 namespace {
 
@@ -36,6 +38,15 @@ std::optional<double> parse_number(std::string_view text) {
   if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
     return std::nullopt;
   }
+  return value;
+}
+
+// Decimal digits only (no sign, suffix or spaces), at most `max`.
+std::optional<uint64_t> parse_integer(std::string_view text, uint64_t max) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text.front()))) return std::nullopt;
+  uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value, 10);
+  if (error != std::errc() || end != text.data() + text.size() || value > max) return std::nullopt;
   return value;
 }
 
@@ -104,7 +115,8 @@ constexpr Row kRows[] = {
       "an integer number of bytes (suffix K, M or G for KiB, MiB, GiB), a multiple of 4, from "
       "4096 to 1G",
       "bytes of input per streamed chunk (1 MiB): compression of one chunk overlaps the sending "
-      "of the previous one"},
+      "of the previous one; every chunk of a tensor is one 3LC block with its own scale, so "
+      "smaller chunks send more bytes and messages and keep more accuracy (docs/ACCURACY.md)"},
      [](std::string_view value, EngineSettings& s) {
        const auto bytes = parse_bytes(value, kMaxChunkBytes);
        if (!bytes || *bytes < 4096 || *bytes % 4 != 0) return false;
@@ -133,6 +145,17 @@ constexpr Row kRows[] = {
        const auto sparsity = static_cast<float>(*number);
        if (sparsity >= 2.0f) return false;  // 1.99999999999 rounds to 2 in fp32
        s.sparsity = sparsity;
+       return true;
+     }},
+    {{"THREELC_SCALE_TILE", "0", "0, or a multiple of 5 from 5 to 20480",
+      "values that share one 3LC scale: 0 gives every block one scale (format v1, the paper's "
+      "3LC); otherwise every tile of this many values has its own (format v2), which sends "
+      "small values that a block's largest would hold back: more accuracy, more bytes "
+      "(docs/ACCURACY.md); CPU tensors only"},
+     [](std::string_view value, EngineSettings& s) {
+       const auto tile = parse_integer(value, compression::kTileValues);
+       if (!tile || !compression::scale_tile_valid(*tile)) return false;
+       s.scale_tile = static_cast<size_t>(*tile);
        return true;
      }},
     {{"THREELC_FEEDBACK_LIMIT", "100", "a number >= 0 and <= 1e12, 0 to disable",
@@ -228,17 +251,9 @@ constexpr Row kRows[] = {
       "entries of the response cache, which lets repeated tensors skip full negotiation; 0 "
       "disables the cache"},
      [](std::string_view value, EngineSettings& s) {
-       if (value.empty() || !std::isdigit(static_cast<unsigned char>(value.front()))) {
-         return false;
-       }
-       uint64_t entries = 0;
-       const auto [end, error] =
-           std::from_chars(value.data(), value.data() + value.size(), entries);
-       if (error != std::errc() || end != value.data() + value.size() ||
-           entries > kMaxCacheCapacity) {
-         return false;
-       }
-       s.cache_capacity = static_cast<size_t>(entries);
+       const auto entries = parse_integer(value, kMaxCacheCapacity);
+       if (!entries) return false;
+       s.cache_capacity = static_cast<size_t>(*entries);
        return true;
      }},
     {{"THREELC_NCCL", "1", "0 or 1",

@@ -37,6 +37,8 @@ struct EngineSettings {
   bool compression = true;
   // THREELC_SPARSITY: the 3LC sparsity multiplier s, in [1, 2).
   float sparsity = 1.0f;
+  // THREELC_SCALE_TILE: values that share one 3LC scale (0: one per block, format v1).
+  size_t scale_tile = 0;
   // THREELC_FEEDBACK_LIMIT: a tensor's error feedback is reported as running away when its
   // largest residual exceeds this many times the largest recent gradient; zero disables.
   double feedback_limit = 100.0;

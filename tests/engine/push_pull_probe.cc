@@ -143,10 +143,10 @@ class ForeignMemoryCodec final : public te::BlockCodec {
 
   bool host_values() const override { return false; }
   threelc::compression::Status encode(const float* values, size_t count, float* error,
-                                      bool compress, float sparsity, std::span<uint8_t> out,
+                                      const threelc::compression::EncodeOptions* quantize,
+                                      std::span<uint8_t> out,
                                       threelc::compression::EncodedBlock* result) override {
-    return host_.encode(real(values), count, error ? real(error) : nullptr, compress, sparsity, out,
-                        result);
+    return host_.encode(real(values), count, error ? real(error) : nullptr, quantize, out, result);
   }
   threelc::compression::Status decode(std::span<const uint8_t> block, size_t count, bool add,
                                       float* dst) override {

@@ -84,6 +84,7 @@ TEST(EngineSettings, ParsesEveryVariable) {
                         {"THREELC_CHUNK_BYTES", "4k"},
                         {"THREELC_COMPRESSION", "None"},
                         {"THREELC_SPARSITY", "1.5"},
+                        {"THREELC_SCALE_TILE", "1280"},
                         {"THREELC_MIN_COMPRESS_BYTES", "0"},
                         {"THREELC_ALLREDUCE", "ring"},
                         {"THREELC_TIMELINE", "/tmp/some timeline.json"},
@@ -98,6 +99,7 @@ TEST(EngineSettings, ParsesEveryVariable) {
   EXPECT_EQ(s.chunk_bytes, size_t{4096});
   EXPECT_FALSE(s.compression);
   EXPECT_EQ(s.sparsity, 1.5f);
+  EXPECT_EQ(s.scale_tile, size_t{1280});
   EXPECT_EQ(s.min_compress_bytes, size_t{0});
   EXPECT_EQ(s.allreduce, te::AllreduceAlgorithm::kRing);
   EXPECT_EQ(s.timeline, "/tmp/some timeline.json");
@@ -120,6 +122,9 @@ TEST(EngineSettings, EdgeValues) {
   EXPECT_EQ(parse({{"THREELC_CHUNK_BYTES", "4100"}}).chunk_bytes, size_t{4100});
   EXPECT_EQ(parse({{"THREELC_SPARSITY", "1"}}).sparsity, 1.0f);
   EXPECT_EQ(parse({{"THREELC_SPARSITY", "1.99"}}).sparsity, 1.99f);
+  EXPECT_EQ(parse({{"THREELC_SCALE_TILE", "0"}}).scale_tile, size_t{0});
+  EXPECT_EQ(parse({{"THREELC_SCALE_TILE", "5"}}).scale_tile, size_t{5});
+  EXPECT_EQ(parse({{"THREELC_SCALE_TILE", "20480"}}).scale_tile, size_t{20480});
   EXPECT_EQ(parse({{"THREELC_STALL_CHECK_TIME", "0"}}).stall_check_time, milliseconds(0));
   EXPECT_EQ(parse({{"THREELC_STALL_CHECK_TIME", "0.0001"}}).stall_check_time, milliseconds(1));
   EXPECT_EQ(parse({{"THREELC_STALL_TIMEOUT", "0"}}).stall_timeout, milliseconds(0));
@@ -168,6 +173,10 @@ TEST(EngineSettings, MalformedValuesNameTheVariableTheValueAndWhatIsAccepted) {
       {"THREELC_SPARSITY", "0.99"},
       {"THREELC_SPARSITY", "1.99999999999"},
       {"THREELC_SPARSITY", "one"},
+      {"THREELC_SCALE_TILE", "1024"},
+      {"THREELC_SCALE_TILE", "20485"},
+      {"THREELC_SCALE_TILE", "-5"},
+      {"THREELC_SCALE_TILE", "1K"},
       {"THREELC_MIN_COMPRESS_BYTES", "-5"},
       {"THREELC_ALLREDUCE", "tree"},
       {"THREELC_ALLREDUCE", "pushpull"},
@@ -225,7 +234,7 @@ TEST(EngineSettings, TableRowsAreComplete) {
     EXPECT_NE(std::string(row.accepted), "") << name;
     EXPECT_NE(std::string(row.meaning), "") << name;
   }
-  EXPECT_EQ(names.size(), 18u);
+  EXPECT_EQ(names.size(), 19u);
   // The transport keeps its own variables: none is declared twice.
   for (const auto& row : threelc::transport::detail::settings()) {
     EXPECT_EQ(names.count(row.name), 0u) << row.name << " is in both tables";

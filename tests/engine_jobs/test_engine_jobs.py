@@ -162,6 +162,13 @@ def test_compressed_error_feedback(n, algorithm):
     assert [l.split()[1] for l in job.hashes()[0]] == ["ef/10", "ef/100"], job.describe()
 
 
+@pytest.mark.parametrize("tile", ["0", "1280"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_scale_per_tile(n, tile):
+    job = assert_ok(run_job(n, "scale_tile", env={"THREELC_SCALE_TILE": tile}))
+    assert job.hashes()[0], job.describe()
+
+
 @pytest.mark.parametrize("n,per_host,algorithm", [(4, 4, "push_pull"), (4, 2, "push_pull"),
                                                    (4, 2, "ring"), (6, 3, "push_pull"),
                                                    (3, 2, "push_pull")])

@@ -431,6 +431,48 @@ def case_error_feedback():
     hvd.shutdown()
 
 
+def case_scale_tile():
+    """THREELC_SCALE_TILE: every rank's segment (one block each) starts with 1280 large values,
+    the rest 1000x smaller. With one scale per block (unset or 0) the small values stay in the
+    residuals on the first step; with a scale per tile of 1280 values they are sent. Outputs
+    identical on every rank either way, and the running sum stays within the residual bound of
+    the exact one over 20 steps."""
+    tile = int(os.environ.get("THREELC_SCALE_TILE", "0") or 0)
+    hvd.init()
+    segment = 16 * 1280  # above THREELC_MIN_COMPRESS_BYTES on 2 ranks
+    n = segment * SIZE
+    i = np.arange(n)
+    small = i % segment >= 1280
+    h = hashlib.sha256()
+    cum_out = np.zeros(n)
+    cum_exact = np.zeros(n)
+    bound = drift_bound_sum(SIZE, "push_pull")  # holds per tile as per block
+    for step in range(20):
+        def data(r):
+            values = ((i * 31 + r * 7 + step) % 17 - 8).astype(np.float32)
+            values[small] /= 1000
+            return values
+
+        got = hvd.allreduce(data(RANK), name="tile/w", op=hvd.Sum,
+                            compression=hvd.Compression.threelc)
+        h.update(got.tobytes())
+        cum_out += got
+        cum_exact += np.sum([data(r).astype(np.float64) for r in range(SIZE)], axis=0)
+        drift = float(np.max(np.abs(cum_out - cum_exact)))
+        check(drift <= bound, lambda: f"step {step + 1}: running-sum drift {drift} exceeds "
+                                      f"{bound}")
+        if step == 0 and SIZE > 1:
+            small_sent = int(np.count_nonzero(got[small]))
+            out(f"STAT scale_tile {tile} N={SIZE}: {small_sent} small values sent on step 1")
+            if tile:
+                check(small_sent > 0, "with a scale per tile no small value was sent")
+            else:
+                check(small_sent == 0, lambda: f"with one scale per block {small_sent} small "
+                                                f"values were sent")
+    out(f"HASH tile/20 {h.hexdigest()[:32]}")
+    hvd.shutdown()
+
+
 def case_async():
     """200 tensors submitted concurrently (4 threads) in a rank-seeded random order."""
     hvd.init()
@@ -1322,6 +1364,7 @@ CASES = {
     "dtypes_ops": case_dtypes_ops,
     "big": case_big,
     "error_feedback": case_error_feedback,
+    "scale_tile": case_scale_tile,
     "async": case_async,
     "mismatch": case_mismatch,
     "collectives": case_collectives,

@@ -6,13 +6,12 @@ namespace threelc::engine {
 
 namespace cc = threelc::compression;
 
-cc::Status HostBlockCodec::encode(const float* values, size_t count, float* error, bool compress,
-                                  float sparsity, std::span<uint8_t> out,
+cc::Status HostBlockCodec::encode(const float* values, size_t count, float* error,
+                                  const cc::EncodeOptions* quantize, std::span<uint8_t> out,
                                   cc::EncodedBlock* result) {
   const cc::Values input{values, cc::DType::kFloat32, count};
-  return compress
-             ? cc::encode(input, error, cc::EncodeOptions{sparsity, cc::Isa::kAuto}, out, result)
-             : cc::encode_raw(input, out, result);
+  return quantize != nullptr ? cc::encode(input, error, *quantize, out, result)
+                             : cc::encode_raw(input, out, result);
 }
 
 cc::Status HostBlockCodec::decode(std::span<const uint8_t> block, size_t count, bool add,

@@ -20,11 +20,12 @@ class BlockCodec {
   // Whether the CPU may read the values and error buffers (the error-feedback monitor measures
   // magnitudes only then).
   virtual bool host_values() const = 0;
-  // A 3LC block of values[0..count) with error feedback into `error` (null: none) into `out`
-  // (max_block_bytes(count) bytes), or a raw block when `compress` is false.
-  virtual compression::Status encode(const float* values, size_t count, float* error, bool compress,
-                                     float sparsity, std::span<uint8_t> out,
-                                     compression::EncodedBlock* result) = 0;
+  // A 3LC block of values[0..count) encoded with `quantize` (sparsity, scale tile) and error
+  // feedback into `error` (null: none) into `out` (max_block_bytes(count) bytes), or a raw
+  // block when `quantize` is null.
+  virtual compression::Status encode(const float* values, size_t count, float* error,
+                                     const compression::EncodeOptions* quantize,
+                                     std::span<uint8_t> out, compression::EncodedBlock* result) = 0;
   // dst[i] = decoded[i], or dst[i] += decoded[i] (add); validated first, dst untouched on error.
   virtual compression::Status decode(std::span<const uint8_t> block, size_t count, bool add,
                                      float* dst) = 0;
@@ -36,8 +37,8 @@ class BlockCodec {
 class HostBlockCodec final : public BlockCodec {
  public:
   bool host_values() const override { return true; }
-  compression::Status encode(const float* values, size_t count, float* error, bool compress,
-                             float sparsity, std::span<uint8_t> out,
+  compression::Status encode(const float* values, size_t count, float* error,
+                             const compression::EncodeOptions* quantize, std::span<uint8_t> out,
                              compression::EncodedBlock* result) override;
   compression::Status decode(std::span<const uint8_t> block, size_t count, bool add,
                              float* dst) override;

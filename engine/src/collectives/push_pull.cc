@@ -52,6 +52,7 @@ class PushPull {
         next_((rank_ + 1) % size_),
         prev_((rank_ + size_ - 1) % size_),
         plan_(std::move(plan)),
+        quantize_{options.sparsity, cc::Isa::kAuto, options.scale_tile},
         pushed_in_(static_cast<size_t>(size_)),
         pulled_in_(static_cast<size_t>(size_)) {}
 
@@ -138,8 +139,8 @@ class PushPull {
     const float input_max = measure_input(sample, cc::Values{values, cc::DType::kFloat32, b.count});
     const int64_t begin = start();
     cc::EncodedBlock result;
-    const cc::Status status =
-        codec_.encode(values, b.count, error, options_.compress, options_.sparsity, out, &result);
+    const cc::Status status = codec_.encode(values, b.count, error,
+                                            options_.compress ? &quantize_ : nullptr, out, &result);
     if (!status.ok()) {
       throw CollectiveError(-1, "push_pull rank " + std::to_string(rank_) + ": encoding tensor '" +
                                     tensors_[b.tensor].name + "' failed: " + status.message());
@@ -248,6 +249,7 @@ class PushPull {
   int next_;
   int prev_;
   BlockPlan plan_;
+  cc::EncodeOptions quantize_;                   // how compressed blocks are encoded
   std::vector<std::vector<Message>> pushed_in_;  // [peer][block of own segment]
   std::vector<std::vector<Message>> pulled_in_;  // [segment][block]
   std::deque<Message> outgoing_;                 // stable addresses while sends are in flight
@@ -264,6 +266,11 @@ void check_call(size_t input, size_t output, std::span<const TensorSlice> tensor
   if (!(options.sparsity >= 1.0f && options.sparsity < 2.0f)) {
     throw std::invalid_argument("push_pull: sparsity " + std::to_string(options.sparsity) +
                                 " is outside [1, 2)");
+  }
+  if (!cc::scale_tile_valid(options.scale_tile)) {
+    throw std::invalid_argument("push_pull: scale tile " + std::to_string(options.scale_tile) +
+                                " is not 0 or a multiple of 5 up to " +
+                                std::to_string(cc::kTileValues));
   }
   check_samples(options.feedback, tensors.size(), "push_pull");
   check_layout(output, tensors);

@@ -22,6 +22,7 @@ namespace threelc::engine {
 struct PushPullOptions {
   bool compress = true;                  // false: raw fp32 blocks, no error feedback
   float sparsity = 1.0f;                 // the 3LC sparsity multiplier s, in [1, 2)
+  size_t scale_tile = 0;                 // values per 3LC scale (0: one per block, format v1)
   size_t chunk_bytes = size_t{1} << 20;  // chunk length in bytes of fp32 input
   // Tags used on the data pairs: tag_base (push) and tag_base + 1 + j (pull of segment j), so
   // tag_base .. tag_base + size are taken for the duration of the call.

@@ -107,7 +107,8 @@ class RingAllreduce {
     cc::EncodedBlock result;
     const cc::Status status =
         options_.compress
-            ? cc::encode(values, error_at(b), cc::EncodeOptions{options_.sparsity, cc::Isa::kAuto},
+            ? cc::encode(values, error_at(b),
+                         cc::EncodeOptions{options_.sparsity, cc::Isa::kAuto, options_.scale_tile},
                          m.bytes, &result)
             : cc::encode_raw(values, m.bytes, &result);
     if (!status.ok()) {

@@ -19,6 +19,7 @@ BackgroundLoop::BackgroundLoop(const LoopParts& parts)
       cache_(parts.settings->cache_capacity),
       executor_(*parts.context,
                 ExecutorOptions{.chunk_bytes = parts.settings->chunk_bytes,
+                                .scale_tile = parts.settings->scale_tile,
                                 .ring = parts.settings->allreduce == AllreduceAlgorithm::kRing,
                                 .feedback_limit = parts.settings->feedback_limit,
                                 .nccl = parts.settings->nccl,

@@ -29,6 +29,7 @@ namespace threelc::engine {
 
 struct ExecutorOptions {
   size_t chunk_bytes = size_t{1} << 20;
+  size_t scale_tile = 0;          // THREELC_SCALE_TILE: values per 3LC scale (0: one a block)
   bool ring = false;              // THREELC_ALLREDUCE=ring for compressed allreduces
   double feedback_limit = 100.0;  // THREELC_FEEDBACK_LIMIT (0: no runaway check)
   bool nccl = true;               // THREELC_NCCL: uncompressed CUDA allreduces over NCCL

@@ -194,6 +194,7 @@ PushPullOptions Executor::compressed_options(const OpRequest& shape,
   PushPullOptions options;
   options.compress = true;
   options.sparsity = shape.sparsity;
+  options.scale_tile = options_.scale_tile;
   options.chunk_bytes = options_.chunk_bytes;
   options.observer = observer;
   options.workspace = &workspace_;
