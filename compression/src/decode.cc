@@ -59,8 +59,9 @@ size_t values_per_tile(const BlockHeader& header) {
   return is_tiled(header) ? kTritsPerGroup * header.reserved : kTileValues;
 }
 
-Status check_scale(float scale, const std::string& what) {
-  if (std::isfinite(scale) && !std::signbit(scale)) return Status::success();
+bool scale_ok(float scale) { return std::isfinite(scale) && !std::signbit(scale); }
+
+Status bad_scale(const std::string& what, float scale) {
   return Status::failure(what + " has scale " + float_str(scale) +
                          ", expected a finite non-negative value");
 }
@@ -74,7 +75,7 @@ float tile_scale(const BlockHeader& header, const uint8_t* table, size_t tiles, 
 }
 
 Status validate_threelc(const BlockHeader& header, std::span<const uint8_t> block) {
-  if (Status status = check_scale(header.scale, "3LC block"); !status.ok()) return status;
+  if (!scale_ok(header.scale)) return bad_scale("3LC block", header.scale);
   const size_t n = header.count;
   const size_t per_tile = values_per_tile(header);
   const size_t tiles = tile_count(n, per_tile);
@@ -91,9 +92,8 @@ Status validate_threelc(const BlockHeader& header, std::span<const uint8_t> bloc
   const uint8_t* tile_bytes = block.data() + table_end;
   size_t offset = 0;
   for (size_t t = 0; t < tiles; ++t) {
-    if (Status status = check_scale(tile_scale(header, table, tiles, t), "tile " + str(t));
-        !status.ok()) {
-      return status;
+    if (const float scale = tile_scale(header, table, tiles, t); !scale_ok(scale)) {
+      return bad_scale("tile " + str(t), scale);
     }
     const size_t length = detail::read_tile_length(table, t);
     if (offset + length > header.payload_bytes) {

@@ -6,14 +6,16 @@
 //   - validate, decode and decode_add agree on accepting the block, with either the header's
 //     count (bounded to kMaxValues) or a fixed expected count;
 //   - a refused block leaves the destination untouched;
-//   - every ISA this CPU runs decodes the same bits, and a 3LC block decodes to {0, +-scale};
+//   - every ISA this CPU runs decodes the same bits, and a 3LC block decodes to {0, +-scale}
+//     (format v2: +-the scale of the value's tile, from the block's scale table);
 //   - decode_add with alpha = 1 onto zeros equals decode (for finite values).
 //
 // Build and run: tests/fuzz/run_decode_fuzzer.sh OUT_DIR [SECONDS].
 // Seeds: tests/fuzz/corpus/decode/, written once by tests/fuzz/make_seed_corpus.py (valid 3LC
-// blocks of 0, 1, 7, 20480 + 7 values, raw blocks, and one of each malformed class). libFuzzer
-// mutates them; to grow the corpus, run the fuzzer on a copy with -merge=1 and commit only small
-// files (the corpus is meant for quick coverage of every validation branch, not for bulk).
+// v1 blocks of 0, 1, 7, 20480 + 7 values, v2 blocks with tiles of 5 to 20480 values, raw blocks,
+// and one of each malformed class). libFuzzer mutates them; to grow the corpus, run the fuzzer
+// on a copy with -merge=1 and commit only small files (the corpus is meant for quick coverage of
+// every validation branch, not for bulk).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +60,18 @@ std::vector<float> sentinel_vector(size_t n) {
   return v;
 }
 
+// The scale that value i of a valid 3LC block decodes with: the header's (v1) or its tile's.
+float value_scale(std::span<const uint8_t> block, const tc::BlockInfo& info, size_t i) {
+  if (info.format != tc::Format::kThreeLCTiled) return info.scale;
+  const size_t tiles = tc::tile_count(info.count, info.tile_values);
+  float scale;
+  std::memcpy(&scale,
+              block.data() + tc::kHeaderBytes + tiles * tc::kTileLengthBytes +
+                  (i / info.tile_values) * tc::kTileScaleBytes,
+              sizeof scale);
+  return scale;
+}
+
 void exercise(std::span<const uint8_t> block, size_t expected, const std::vector<tc::Isa>& isas) {
   tc::BlockInfo info;
   const bool valid = tc::validate(block, expected, &info).ok();
@@ -80,9 +94,10 @@ void exercise(std::span<const uint8_t> block, size_t expected, const std::vector
     std::vector<float> acc(expected, 0.0f);
     check(tc::decode_add(block, expected, 1.0f, acc.data(), {isa}).ok());
     for (size_t i = 0; i < expected; ++i) {
-      if (info.format == tc::Format::kThreeLC) {
+      if (info.format != tc::Format::kRaw) {
         const float d = dst[i];
-        check(d == 0.0f || d == info.scale || d == -info.scale);
+        const float scale = value_scale(block, info, i);
+        check(d == 0.0f || d == scale || d == -scale);
         check(acc[i] == d);
       } else if (std::isfinite(dst[i])) {
         check(acc[i] == dst[i]);

@@ -2,9 +2,10 @@
 """Writes the decode fuzzer's seed corpus (tests/fuzz/corpus/decode/).
 
 Run once; the files are committed. The blocks are built here straight from the format spec
-(shared/DESIGN.md, "3LC block format, version 1"), independently of the C++ encoder: a few
-valid 3LC and raw blocks, and one block of each malformed class the decoder must refuse, so
-that libFuzzer starts with every validation branch covered. Keep the seeds small.
+(shared/DESIGN.md, "3LC block format, version 1", and docs/WIRE_FORMAT.md for version 2, a
+scale per tile), independently of the C++ encoder: a few valid 3LC (v1 and v2) and raw blocks,
+and one block of each malformed class the decoder must refuse, so that libFuzzer starts with
+every validation branch covered. Keep the seeds small.
 
     python3 tests/fuzz/make_seed_corpus.py [OUT_DIR]
 """
@@ -63,6 +64,27 @@ def threelc_block(values, sparsity=1.0):
     return header + table + payload
 
 
+def f32(v):
+    return struct.unpack("<f", struct.pack("<f", v))[0]
+
+
+def tiled_block(values, scale_tile, sparsity=1.0):
+    """A 3LC v2 block: a scale per tile of `scale_tile` values (a multiple of 5), each tile
+    quantized with its own scale and packed as a v1 tile; the header's scale is the largest."""
+    tiles, scales = [], []
+    for b in range(0, len(values), scale_tile):
+        part = values[b:b + scale_tile]
+        scale = f32(max(abs(v) for v in part) * sparsity)
+        scales.append(scale)
+        tiles.append(tile_bytes(quantize(part, scale)))
+    payload = b"".join(tiles)
+    header = struct.pack("<BBHIfI", 2, 0, scale_tile // 5, len(values), max(scales, default=0.0),
+                         len(payload))
+    lengths = b"".join(struct.pack("<H", len(t)) for t in tiles)
+    table = b"".join(struct.pack("<f", s) for s in scales)
+    return header + lengths + table + payload
+
+
 def raw_block(values):
     header = struct.pack("<BBHIfI", 0, 0, 0, len(values), 0.0, 4 * len(values))
     return header + b"".join(struct.pack("<f", v) for v in values)
@@ -89,6 +111,11 @@ def main():
 
     valid7 = threelc_block(seven)
     valid_two_tiles = threelc_block(sparse)
+    # v2, tiles of 5: {1, -0.75, 0.25, 0.5, -1}, all zero, {-0.25, 0.125} (as in the unit tests).
+    twelve = [1.0, -0.75, 0.25, 0.5, -1.0, 0.0, 0.0, 0.0, 0.0, 0.0, -0.25, 0.125]
+    tiled12 = tiled_block(twelve, 5)
+    assert len(tiled12) == 16 + 6 * 3 + 3, "unexpected v2 layout"
+    scales12 = 16 + 2 * 3  # the scale table of tiled12
     seeds = {
         "valid_3lc_empty": threelc_block([]),
         "valid_3lc_one": threelc_block([1.0]),
@@ -100,7 +127,11 @@ def main():
         "valid_raw_nonfinite": raw_block([math.inf, math.nan, -0.0]),
         "valid_raw_empty": raw_block([]),
         "bad_short_header": valid7[:11],
-        "bad_format": patched(valid7, 0, "<B", 2),
+        "valid_3lc2_three_tiles": tiled12,
+        "valid_3lc2_groups": tiled_block(seven * 6, 10, 1.5),
+        "valid_3lc2_runs": tiled_block(runs, 75),
+        "valid_3lc2_full_tiles": tiled_block(sparse, TILE),
+        "bad_format": patched(valid7, 0, "<B", 3),
         "bad_flags": patched(valid7, 1, "<B", 1),
         "bad_reserved": patched(valid7, 2, "<H", 1),
         "bad_count": patched(valid7, 4, "<I", 8),
@@ -114,6 +145,14 @@ def main():
         "bad_tile_sum": patched(valid7 + b"\x79", 12, "<I", 3),
         "bad_too_many_groups": valid7[:-1] + b"\xf3",
         "bad_too_few_groups": patched(patched(valid7[:-1], 12, "<I", 1), 16, "<H", 1),
+        "bad_reserved_raw": patched(raw_block([1.0]), 2, "<H", 1),
+        "bad_3lc2_groups_zero": patched(tiled12, 2, "<H", 0),
+        "bad_3lc2_groups_large": patched(tiled12, 2, "<H", 4097),
+        "bad_3lc2_tile_scale_nan": patched(tiled12, scales12 + 4, "<I", 0x7FC00000),
+        "bad_3lc2_tile_scale_negative": patched(tiled12, scales12 + 8, "<f", -0.25),
+        "bad_3lc2_scale_table": tiled12[:scales12 + 5],
+        "bad_3lc2_too_many_groups": tiled12[:-2] + b"\xf3" + tiled12[-1:],
+        "bad_3lc2_tile_sum": patched(tiled12 + b"\x79", 12, "<I", 4),
         # Tile 0's last run grows by one group (248 -> 249) and tile 1 loses its leading 121:
         # the run would cross the tile edge.
         "bad_run_crosses_tile": None,

@@ -1,9 +1,11 @@
-// Malformed blocks: every class of format violation is refused by validate, decode and
-// decode_add with a message that names the problem, and the destination is left untouched.
+// Malformed blocks (formats v1, v2 and raw): every class of format violation is refused by
+// validate, decode and decode_add with a message that names the problem, and the destination is
+// left untouched.
 // A randomized mutation loop over valid blocks checks that nothing crashes (this file is also
 // built with ASan + UBSan as the ctest `compression_malformed_sanitized`).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "test_support.h"
 #include "threelc/codec.h"
 #include "threelc/compression/block_format.h"
 #include "threelc/compression/codec.h"
@@ -20,7 +23,8 @@
 namespace threelc::compression {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using test_support::Bytes;
+using test_support::tiled_block;
 
 void set_u16(Bytes& b, size_t at, uint16_t v) {
   b[at] = static_cast<uint8_t>(v & 0xFF);
@@ -43,11 +47,12 @@ uint32_t get_u32(const Bytes& b, size_t at) {
 constexpr size_t kFormatAt = 0, kFlagsAt = 1, kReservedAt = 2, kCountAt = 4, kScaleAt = 8,
                  kPayloadAt = 12, kTableAt = 16;
 
-Bytes encode_block(const std::vector<float>& x) {
+// scale_tile 0 writes format v1, otherwise v2 (when there is more than one tile).
+Bytes encode_block(const std::vector<float>& x, size_t scale_tile = 0) {
   Bytes out(max_block_bytes(x.size()));
   EncodedBlock result;
-  const Status status =
-      encode(Values{x.data(), DType::kFloat32, x.size()}, nullptr, EncodeOptions{}, out, &result);
+  const Status status = encode(Values{x.data(), DType::kFloat32, x.size()}, nullptr,
+                               EncodeOptions{1.0f, Isa::kAuto, scale_tile}, out, &result);
   EXPECT_TRUE(status.ok()) << status.message();
   out.resize(result.bytes);
   return out;
@@ -80,6 +85,17 @@ Bytes two_tile_block() {
 }
 
 constexpr size_t kTwoTileCount = kTileValues + 7;
+
+// Format v2, n = 12, G = 1 (tiles of 5 values): tile 0 {174} with scale 1, tile 1 {121} (all
+// zero) with scale 0, tile 2 {40} with scale 0.25; the header's scale is the largest, 1.
+// Written by hand (see known_answer_test.cc). Lengths at 16, 18, 20; scales at 22, 26, 30;
+// the tiles at 34, 35, 36.
+Bytes three_tile_block() {
+  return tiled_block(12, 1, 0x3F800000u,
+                     {{0x3F800000u, {174}}, {0x00000000u, {121}}, {0x3E800000u, {40}}});
+}
+constexpr size_t kThreeTileCount = 12;
+constexpr size_t kScalesAt = kTableAt + 6;  // three_tile_block's scale table: 3 lengths on
 
 // A float pattern that no successful decode of these blocks would produce by accident.
 constexpr float kSentinel = -12345.678f;
@@ -142,7 +158,7 @@ TEST(Malformed, ShorterThanHeader) {
 }
 
 TEST(Malformed, UnknownFormat) {
-  for (uint8_t format : std::initializer_list<uint8_t>{2, 3, 0x81, 0xFF}) {
+  for (uint8_t format : std::initializer_list<uint8_t>{3, 4, 0x81, 0xFF}) {
     Bytes b = encode_block({1.0f, -1.0f});
     b[kFormatAt] = format;
     expect_rejected(b, 2, "format " + std::to_string(format));
@@ -165,6 +181,9 @@ TEST(Malformed, NonZeroReserved) {
     Bytes b = two_tile_block();
     set_u16(b, kReservedAt, reserved);
     expect_rejected(b, kTwoTileCount, "reserved");
+    Bytes r = raw_block({1.0f});
+    set_u16(r, kReservedAt, reserved);
+    expect_rejected(r, 1, "block reserved field is " + std::to_string(reserved));
   }
 }
 
@@ -331,6 +350,129 @@ TEST(Malformed, RunCrossesTheEndOfATile) {
   expect_rejected(d, 7, "tile 0 expands to 3 groups, expected 2");
 }
 
+// --- format v2 (a scale per tile) ---------------------------------------------------------
+
+TEST(Malformed, TiledBaseBlocksAreValid) {
+  BlockInfo info;
+  ASSERT_TRUE(validate(three_tile_block(), kThreeTileCount, &info).ok());
+  EXPECT_EQ(info.format, Format::kThreeLCTiled);
+  EXPECT_EQ(info.count, 12u);
+  EXPECT_EQ(info.scale, 1.0f);
+  EXPECT_EQ(info.payload_bytes, 3u);
+  EXPECT_EQ(info.tile_values, 5u);
+  expect_valid(three_tile_block(), kAnyCount);
+  std::vector<float> x(20487);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  for (size_t scale_tile : {size_t{5}, size_t{1280}, size_t{20480}}) {
+    const Bytes b = encode_block(x, scale_tile);
+    ASSERT_TRUE(validate(b, x.size(), &info).ok());
+    EXPECT_EQ(info.format, Format::kThreeLCTiled);
+    EXPECT_EQ(info.tile_values, scale_tile);
+  }
+  // Blocks the encoder writes as v1 (no values, one tile) are valid in v2 too.
+  expect_valid(tiled_block(0, 1, 0u, {}), 0);
+  expect_valid(tiled_block(4, 4096, 0x3F800000u, {{0x3F800000u, {172}}}), 4);
+  // Zero, subnormal and the largest finite tile scales are valid, and decode uses each tile's.
+  for (uint32_t scale : {0u, 1u, 0x7F7FFFFFu}) {
+    Bytes b = three_tile_block();
+    set_u32(b, kScalesAt + 8, scale);  // tile 2's
+    expect_valid(b, kThreeTileCount);
+    std::vector<float> d(kThreeTileCount, kSentinel);
+    ASSERT_TRUE(decode(b, kThreeTileCount, d.data()).ok());
+    EXPECT_EQ(d[10], -std::bit_cast<float>(scale));
+    EXPECT_EQ(d[0], 1.0f);
+  }
+}
+
+TEST(Malformed, TiledGroupsPerTileOutOfRange) {
+  for (uint16_t groups : std::initializer_list<uint16_t>{0, 4097, 0x8000, 0xFFFF}) {
+    Bytes b = three_tile_block();
+    set_u16(b, kReservedAt, groups);
+    expect_rejected(
+        b, kThreeTileCount,
+        "3LC v2 block has " + std::to_string(groups) + " groups per tile, expected 1 to 4096");
+  }
+  // A v1 block relabelled as v2: its reserved field, 0, is no group count.
+  Bytes v1 = encode_block({1.0f, -1.0f});
+  v1[kFormatAt] = 2;
+  expect_rejected(v1, 2, "0 groups per tile");
+  // Another valid G changes the tile count and so where the tables end.
+  Bytes two = three_tile_block();
+  set_u16(two, kReservedAt, 2);  // 2 tiles of 10: a 12-byte table
+  expect_rejected(two, kThreeTileCount, "declares 3 payload bytes but carries 9");
+  Bytes one = three_tile_block();
+  set_u16(one, kReservedAt, 3);  // 1 tile of 15: a 6-byte table
+  expect_rejected(one, kThreeTileCount, "declares 3 payload bytes but carries 15");
+}
+
+TEST(Malformed, TiledBadTileScale) {
+  const uint32_t bad[] = {0x7FC00000u,          0xFFC00001u,          0x7F800000u, 0xFF800000u,
+                          0xBF800000u /* -1 */, 0x80000000u /* -0 */, 0x80000001u};
+  for (size_t t = 0; t < 3; ++t) {
+    for (uint32_t scale : bad) {
+      Bytes b = three_tile_block();
+      set_u32(b, kScalesAt + 4 * t, scale);
+      expect_rejected(b, kThreeTileCount, "tile " + std::to_string(t) + " has scale");
+    }
+  }
+  // The header's scale is checked as in v1.
+  for (uint32_t scale : bad) {
+    Bytes b = three_tile_block();
+    set_u32(b, kScaleAt, scale);
+    expect_rejected(b, kThreeTileCount, "3LC block has scale");
+  }
+}
+
+TEST(Malformed, TiledTruncatedTables) {
+  // The table is 3 lengths and 3 scales: cut in either part.
+  const Bytes valid = three_tile_block();
+  for (size_t size = kHeaderBytes; size < kScalesAt + 12; ++size) {
+    Bytes b(valid.begin(), valid.begin() + static_cast<std::ptrdiff_t>(size));
+    expect_rejected(b, kThreeTileCount, "too short for its 3-entry tile table");
+  }
+  // A count that needs one more tile: 4 entries, 24 bytes, than the 21 there.
+  Bytes more = three_tile_block();
+  set_u32(more, kCountAt, 16);
+  expect_rejected(more, kAnyCount, "too short for its 4-entry tile table");
+  // A count whose tables alone would be 6 * 858993460 bytes.
+  Bytes huge = three_tile_block();
+  set_u32(huge, kCountAt, 0xFFFFFFFFu);
+  expect_rejected(huge, kAnyCount, "tile table");
+}
+
+TEST(Malformed, TiledPayloadAndTileLengths) {
+  Bytes longer = three_tile_block();
+  longer.push_back(121);
+  expect_rejected(longer, kThreeTileCount, "declares 3 payload bytes but carries 4");
+  Bytes shorter = three_tile_block();
+  shorter.pop_back();
+  expect_rejected(shorter, kThreeTileCount, "declares 3 payload bytes but carries 2");
+  // One payload byte more than the tiles claim.
+  Bytes extra = three_tile_block();
+  extra.push_back(121);
+  set_u32(extra, kPayloadAt, 4);
+  expect_rejected(extra, kThreeTileCount, "tile lengths sum to 3 bytes, header declares 4");
+  // A tile that ends past the payload.
+  Bytes past = three_tile_block();
+  set_u16(past, kTableAt + 4, 2);
+  expect_rejected(past, kThreeTileCount, "tile 2 of 3 ends at payload byte 4, past the payload");
+  // The zero group of tile 1 turned into a run of 2.
+  Bytes many = three_tile_block();
+  many[35] = 243;
+  expect_rejected(many, kThreeTileCount, "tile 1 expands to 2 groups, expected 1");
+  // Tile 0 empty, tile 1 claiming its byte too.
+  Bytes few = three_tile_block();
+  set_u16(few, kTableAt, 0);
+  set_u16(few, kTableAt + 2, 2);
+  expect_rejected(few, kThreeTileCount, "tile 0 expands to 0 groups, expected 1");
+  // A run across a tile edge: n = 20, G = 2, tiles {202, 121} and {121, 40} written as
+  // {202, 243} and {40}: the right number of groups in all, 3 and 1 per tile.
+  expect_rejected(tiled_block(20, 2, 0x3F800000u, {{0x3F800000u, {202, 243}}, {0x3F800000u, {40}}}),
+                  20, "tile 0 expands to 3 groups, expected 2");
+  // The count differs from the receiver's.
+  expect_rejected(three_tile_block(), 13, "receiver expects 13");
+}
+
 // --- randomized mutations -----------------------------------------------------------------
 
 std::vector<Bytes> base_blocks() {
@@ -345,6 +487,17 @@ std::vector<Bytes> base_blocks() {
     blocks.push_back(encode_block(x));
     for (float& v : x) v = normal(rng);
     blocks.push_back(encode_block(x));
+  }
+  // Format v2: tiles of 5, 40 and 1280 values.
+  blocks.push_back(three_tile_block());
+  for (const auto& [n, scale_tile] :
+       {std::pair{size_t{23}, size_t{5}}, std::pair{size_t{333}, size_t{40}},
+        std::pair{size_t{3000}, size_t{1280}}}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = unit(rng) < 0.1f ? normal(rng) : 0.0f;
+    blocks.push_back(encode_block(x, scale_tile));
+    for (float& v : x) v = normal(rng) * (unit(rng) < 0.5f ? 100.0f : 0.01f);
+    blocks.push_back(encode_block(x, scale_tile));
   }
   std::vector<float> x(50);
   for (float& v : x) v = normal(rng);
@@ -437,6 +590,14 @@ TEST(Malformed, RandomMutationsNeverCrash) {
         if (info.format == Format::kThreeLC) {
           for (size_t i = 0; i < expected; ++i) {
             ASSERT_TRUE(dst[i] == 0.0f || dst[i] == info.scale || dst[i] == -info.scale) << i;
+          }
+        } else if (info.format == Format::kThreeLCTiled) {
+          // 0 or +-the scale of the value's tile, from the scale table.
+          const size_t tiles = tile_count(info.count, info.tile_values);
+          for (size_t i = 0; i < expected; ++i) {
+            const float scale =
+                std::bit_cast<float>(get_u32(b, kTableAt + 2 * tiles + 4 * (i / info.tile_values)));
+            ASSERT_TRUE(dst[i] == 0.0f || std::fabs(dst[i]) == scale) << i;
           }
         }
         // Every ISA decodes the same bits.

@@ -1,7 +1,8 @@
 // Every SIMD kernel set must be bit-identical to the scalar reference (kernels_reference.h):
 // identical blocks, identical error buffers, identical decoded floats, for every ISA this CPU
 // runs (supported_isas()), on random inputs of many sizes and on adversarial ones (zeros,
-// ties at +-h, denormals, NaN/Inf, a scale that overflows, e == nullptr, fp16/bf16 input).
+// ties at +-h, denormals, NaN/Inf, a scale that overflows, e == nullptr, fp16/bf16 input),
+// each in format v1 and in format v2 (a scale per tile) with several scale tiles.
 // Tests the kernels one by one as well (kernels.h), so a mismatch names the kernel.
 #include <gtest/gtest.h>
 
@@ -71,10 +72,11 @@ struct Encoded {
   EncodedBlock result;
 };
 
-// Encodes with `isa`; the error buffer is copied into storage at `error_offset` floats past
-// a 64-byte boundary so that the SIMD paths also meet misaligned error buffers.
+// Encodes with `isa` (and scale_tile: 0 is format v1); the error buffer is copied into storage
+// at `error_offset` floats past a 64-byte boundary so that the SIMD paths also meet misaligned
+// error buffers.
 Encoded encode_with(Isa isa, const Values& values, const std::vector<float>* error, float s,
-                    size_t error_offset = 0) {
+                    size_t error_offset = 0, size_t scale_tile = 0) {
   Encoded enc;
   enc.block.assign(max_block_bytes(values.count), 0xCD);
   std::vector<float> storage;
@@ -89,6 +91,7 @@ Encoded encode_with(Isa isa, const Values& values, const std::vector<float>* err
   EncodeOptions options;
   options.sparsity = s;
   options.isa = isa;
+  options.scale_tile = scale_tile;
   const Status status = encode(values, e, options, enc.block, &enc.result);
   EXPECT_TRUE(status.ok()) << status.message();
   enc.block.resize(enc.result.bytes);
@@ -96,13 +99,19 @@ Encoded encode_with(Isa isa, const Values& values, const std::vector<float>* err
   return enc;
 }
 
-// Checks one input under every ISA against the scalar reference: the block, the error buffer,
-// decode and decode_add (onto a destination holding random values, +-0 and denormals).
-void check_identity(const Values& values, const std::vector<float>* error, float s,
-                    const std::string& label, size_t error_offset = 0) {
-  SCOPED_TRACE(label + " n=" + std::to_string(values.count) + " s=" + std::to_string(s));
-  const Encoded ref = encode_with(Isa::kScalar, values, error, s, error_offset);
+// Checks one input encoded with one scale_tile under every ISA against the scalar reference:
+// the block, the error buffer, decode and decode_add (onto a destination holding random
+// values, +-0 and denormals).
+void check_identity_one_format(const Values& values, const std::vector<float>* error, float s,
+                               const std::string& label, size_t error_offset, size_t scale_tile) {
+  SCOPED_TRACE(label + " n=" + std::to_string(values.count) + " s=" + std::to_string(s) +
+               " scale_tile=" + std::to_string(scale_tile));
+  const Encoded ref = encode_with(Isa::kScalar, values, error, s, error_offset, scale_tile);
   const size_t n = values.count;
+  if (ref.result.format != Format::kRaw) {
+    EXPECT_EQ(ref.result.format,
+              scale_tile != 0 && n > scale_tile ? Format::kThreeLCTiled : Format::kThreeLC);
+  }
 
   std::vector<float> base_dst(n);
   std::mt19937 rng(static_cast<uint32_t>(n * 7 + 1));
@@ -134,7 +143,7 @@ void check_identity(const Values& values, const std::vector<float>* error, float
 
   for (Isa isa : isas_under_test()) {
     SCOPED_TRACE("isa=" + name(isa));
-    const Encoded got = encode_with(isa, values, error, s, error_offset);
+    const Encoded got = encode_with(isa, values, error, s, error_offset, scale_tile);
     EXPECT_EQ(got.result.format, ref.result.format);
     EXPECT_EQ(bits_of(got.result.scale), bits_of(ref.result.scale));
     const long at = first_byte_mismatch(got.block, ref.block);
@@ -152,6 +161,19 @@ void check_identity(const Values& values, const std::vector<float>* error, float
       EXPECT_SAME_FLOATS(dst.data(), ref_added[a].data(), n,
                          "decode_add alpha=" + std::to_string(alphas[a]));
     }
+  }
+}
+
+// Scale tiles every input is checked with: 0 (format v1), then format v2 with tiles of 5
+// values (the smallest), 1280 and 20480 (the largest). A scale tile of at least n values writes
+// the v1 block, so it is checked only for larger n.
+const size_t kScaleTiles[] = {0, 5, 1280, 20480};
+
+void check_identity(const Values& values, const std::vector<float>* error, float s,
+                    const std::string& label, size_t error_offset = 0) {
+  for (size_t scale_tile : kScaleTiles) {
+    if (scale_tile != 0 && values.count <= scale_tile) continue;
+    check_identity_one_format(values, error, s, label, error_offset, scale_tile);
   }
 }
 
@@ -193,21 +215,47 @@ TEST(SimdIdentity, MisalignedErrorBuffer) {
 }
 
 // Error feedback over several steps: the error carried by each ISA stays identical.
-TEST(SimdIdentity, ErrorFeedbackSteps) {
+void check_error_feedback_steps(size_t scale_tile) {
   const size_t n = 2 * 20480 + 999;
   for (Isa isa : isas_under_test()) {
-    SCOPED_TRACE("isa=" + name(isa));
+    SCOPED_TRACE("isa=" + name(isa) + " scale_tile=" + std::to_string(scale_tile));
     std::vector<float> e_ref(n, 0.0f), e_isa(n, 0.0f);
     for (uint32_t step = 0; step < 6; ++step) {
       const std::vector<float> x = gaussian(n, 100 + step);
       Bytes b_ref(max_block_bytes(n)), b_isa(max_block_bytes(n));
       EncodedBlock r_ref, r_isa;
-      ASSERT_TRUE(encode(f32(x), e_ref.data(), {1.0f, Isa::kScalar}, b_ref, &r_ref).ok());
-      ASSERT_TRUE(encode(f32(x), e_isa.data(), {1.0f, isa}, b_isa, &r_isa).ok());
+      ASSERT_TRUE(
+          encode(f32(x), e_ref.data(), {1.0f, Isa::kScalar, scale_tile}, b_ref, &r_ref).ok());
+      ASSERT_TRUE(encode(f32(x), e_isa.data(), {1.0f, isa, scale_tile}, b_isa, &r_isa).ok());
       b_ref.resize(r_ref.bytes);
       b_isa.resize(r_isa.bytes);
       EXPECT_EQ(b_ref, b_isa) << "step " << step;
       EXPECT_SAME_FLOATS(e_isa.data(), e_ref.data(), n, "error after step " << step);
+    }
+  }
+}
+
+TEST(SimdIdentity, ErrorFeedbackSteps) { check_error_feedback_steps(0); }
+
+TEST(SimdIdentity, TiledErrorFeedbackSteps) {
+  for (size_t scale_tile : {size_t{5}, size_t{1280}, size_t{20480}}) {
+    check_error_feedback_steps(scale_tile);
+  }
+}
+
+// Format v2 with scale tiles of many sizes (odd group counts, around the SIMD widths of 16 and
+// 64 values, the largest below 20480) at the edges of their tiles.
+TEST(SimdIdentity, TiledScaleTilesOfManySizes) {
+  for (size_t scale_tile : {size_t{10}, size_t{15}, size_t{35}, size_t{65}, size_t{80}, size_t{320},
+                            size_t{645}, size_t{20475}}) {
+    for (size_t n : {scale_tile + 1, 2 * scale_tile - 1, 3 * scale_tile, 3 * scale_tile + 4,
+                     size_t{20480 + 333}}) {
+      const std::vector<float> x = gaussian(n, static_cast<uint32_t>(n + scale_tile));
+      const std::vector<float> e = gaussian(n, static_cast<uint32_t>(n + scale_tile) + 1, 0.3f);
+      for (float s : kSparsities) {
+        check_identity_one_format(f32(x), &e, s, "gaussian", 0, scale_tile);
+        check_identity_one_format(f32(x), nullptr, s, "gaussian e=null", 0, scale_tile);
+      }
     }
   }
 }
