@@ -12,6 +12,9 @@
 #   lr       uncompressed at 4 ranks, learning rates 0.01, 0.02, 0.05, 0.1, seeds 0-2
 #   chunks   at LR, 4 ranks: none, 3LC s=1.0, and 3LC s=1.0 with THREELC_CHUNK_BYTES=4K (a
 #            scale per 1024 values), seeds 0-2
+#   tiles    at LR, 4 ranks: 3LC with THREELC_SCALE_TILE=320, 640 and 1280 (s=1.0; TILES sets
+#            the list), and 320 at s=1.1 when TILES is unset, seeds 0-2
+#   tiles8   at LR, 8 ranks: none, and 3LC with THREELC_SCALE_TILE=320 (or each of TILES)
 # EPOCHS (default 2) sets the epochs of every run, SEEDS (default "0 1 2") the seeds, LR (default
 # 0.05, the uncompressed run's best) the learning rate of every part but lr.
 set -euo pipefail
@@ -20,17 +23,18 @@ part=${1:-all}
 results=${RESULTS:-accuracy_results.jsonl}
 epochs=${EPOCHS:-2}
 lr=${LR:-0.05}
-chunk_bytes=""  # THREELC_CHUNK_BYTES of the next runs ("": the engine's default)
+settings=""  # engine variables of the next runs, e.g. THREELC_SCALE_TILE=320 ("": defaults)
 logs="${results%.jsonl}.logs"
 mkdir -p "$logs"
 export PYTHONPATH="$root/frameworks/python${PYTHONPATH:+:$PYTHONPATH}"
 
 run() {  # run NP BATCH ALGORITHM COMPRESSION SPARSITY SEED [LR]
   local np=$1 batch=$2 algorithm=$3 compression=$4 sparsity=$5 seed=$6 run_lr=${7:-$lr} line
-  local chunk=${chunk_bytes:+-chunk$chunk_bytes}
-  local log="$logs/np$np-$algorithm-$compression-s$sparsity$chunk-lr$run_lr-e$epochs-seed$seed.log"
-  echo "== $np ranks, batch $batch, $algorithm, $compression s=$sparsity$chunk, lr $run_lr, seed $seed ($log)" >&2
-  env ${chunk_bytes:+THREELC_CHUNK_BYTES=$chunk_bytes} THREELC_ALLREDUCE="$algorithm" \
+  local tag=${settings:+-${settings//[^A-Za-z0-9=.]/_}}
+  local log="$logs/np$np-$algorithm-$compression-s$sparsity$tag-lr$run_lr-e$epochs-seed$seed.log"
+  echo "== $np ranks, batch $batch, $algorithm, $compression s=$sparsity $settings, lr $run_lr, seed $seed ($log)" >&2
+  # shellcheck disable=SC2086  # settings is a list of VAR=value words
+  env $settings THREELC_ALLREDUCE="$algorithm" \
     "$root/tools/threelcrun" -np "$np" /usr/bin/python3 \
     "$root/examples/train_fashion_mnist.py" --epochs "$epochs" --batch-size "$batch" \
     --compression "$compression" --sparsity "$sparsity" --seed "$seed" --lr "$run_lr" \
@@ -42,7 +46,7 @@ run() {  # run NP BATCH ALGORITHM COMPRESSION SPARSITY SEED [LR]
     line=$(printf '{"failed": true, "ranks": %s, "compression": "%s", "sparsity": %s, "algorithm": "%s", "seed": %s, "epochs": %s, "why": "%s"}' \
       "$np" "$compression" "$sparsity" "$algorithm" "$seed" "$epochs" "$why")
   fi
-  [[ -n $chunk_bytes ]] && line="${line%\}}, \"chunk_bytes\": \"$chunk_bytes\"}"
+  if [[ -n $settings ]]; then line="${line%\}}, \"settings\": \"$settings\"}"; fi
   echo "$line" | tee -a "$results" >&2
 }
 
@@ -66,8 +70,26 @@ case $part in
   chunks)
     for s in "${seeds[@]}"; do
       run 4 64 push_pull none 1.0 "$s"; run 4 64 push_pull threelc 1.0 "$s"
-      chunk_bytes=4K run 4 64 push_pull threelc 1.0 "$s"
+      settings=THREELC_CHUNK_BYTES=4K run 4 64 push_pull threelc 1.0 "$s"
+    done ;;
+  tiles)
+    read -r -a tiles <<< "${TILES:-320 640 1280}"
+    for s in "${seeds[@]}"; do
+      for tile in "${tiles[@]}"; do
+        settings=THREELC_SCALE_TILE=$tile run 4 64 push_pull threelc 1.0 "$s"
+      done
+      if [[ -z ${TILES:-} ]]; then
+        settings=THREELC_SCALE_TILE=320 run 4 64 push_pull threelc 1.1 "$s"
+      fi
+    done ;;
+  tiles8)
+    read -r -a tiles <<< "${TILES:-320}"
+    for s in "${seeds[@]}"; do
+      run 8 32 push_pull none 1.0 "$s"
+      for tile in "${tiles[@]}"; do
+        settings=THREELC_SCALE_TILE=$tile run 8 32 push_pull threelc 1.0 "$s"
+      done
     done ;;
   parity4|parity8|ring) ;;
-  *) echo "usage: $0 [parity4|parity8|ring|sweep|all|lr|chunks]" >&2; exit 2 ;;
+  *) echo "usage: $0 [parity4|parity8|ring|sweep|all|lr|chunks|tiles|tiles8]" >&2; exit 2 ;;
 esac

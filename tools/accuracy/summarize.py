@@ -4,7 +4,7 @@
     /usr/bin/python3 tools/accuracy/summarize.py accuracy_results.jsonl [more.jsonl ...]
 
 One row per configuration (ranks, epochs, learning rate, allreduce algorithm, compression,
-sparsity, THREELC_CHUNK_BYTES): the seeds run, mean test accuracy (and per seed), its difference
+sparsity, engine settings such as THREELC_SCALE_TILE): the seeds run, mean test accuracy (and per seed), its difference
 from the uncompressed runs with the same ranks, epochs and learning rate, in percentage points, the mean compression ratio, and the runs that failed
 (diverged) with their first error line. Several results files may be given. When the runs' logs are next to a results file
 (RESULTS.logs/, as run_matrix.sh keeps them), it also counts the engine's error-feedback
@@ -27,14 +27,14 @@ def key(run: dict) -> tuple:
     sparsity = run.get("sparsity") if run.get("compression") == "threelc" else None
     return (int(run["ranks"]), int(run.get("epochs", 2)), float(run.get("lr", 0.02)),
             run.get("algorithm", "push_pull"), run["compression"],
-            None if sparsity is None else float(sparsity), run.get("chunk_bytes") or "")
+            None if sparsity is None else float(sparsity), run.get("settings") or "")
 
 
 def label(k: tuple) -> str:
-    ranks, epochs, lr, algorithm, compression, sparsity, chunk = k
+    ranks, epochs, lr, algorithm, compression, sparsity, settings = k
     what = "none" if compression == "none" else f"3LC s={sparsity:g}"
-    if chunk:
-        what += f", THREELC_CHUNK_BYTES={chunk}"
+    if settings:
+        what += f", `{settings}`"
     return f"| {ranks} | {epochs} | {lr:g} | {algorithm} | {what} "
 
 
@@ -43,7 +43,8 @@ def warnings_in(run: dict) -> int:
     if not logs.is_dir():
         return 0
     sparsity = run.get("sparsity")
-    chunk = f"-chunk{run['chunk_bytes']}" if run.get("chunk_bytes") else ""
+    settings = run.get("settings") or ""
+    chunk = "-" + re.sub(r"[^A-Za-z0-9=.]", "_", settings) if settings else ""
     stem = (f"np{run['ranks']}-{run.get('algorithm', 'push_pull')}-{run['compression']}-"
             f"s{sparsity if sparsity is not None else '1.0'}")
     path = logs / f"{stem}{chunk}-lr{run.get('lr')}-e{run.get('epochs')}-seed{run['seed']}.log"
