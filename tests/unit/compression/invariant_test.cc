@@ -498,7 +498,7 @@ void check_half_precision(uint32_t seed, size_t scale_tile) {
         const Bytes b2 = encode_or_die(Values{wide->data(), DType::kFloat32, n}, e2.data(), 1.0f,
                                        isa, &r2, scale_tile);
         ASSERT_EQ(b1, b2);
-        ASSERT_EQ(std::memcmp(e1.data(), e2.data(), 4 * n), 0);
+        ASSERT_TRUE(n == 0 || std::memcmp(e1.data(), e2.data(), 4 * n) == 0);
         ASSERT_EQ(r1.format, r2.format);
       }
     }
