@@ -94,8 +94,7 @@ bool scale_tile_valid(size_t scale_tile) {
   return scale_tile == 0 || (scale_tile % kTritsPerGroup == 0 && scale_tile <= kTileValues);
 }
 
-Status encode(const Values& values, float* error, const EncodeOptions& options,
-              std::span<uint8_t> out, EncodedBlock* result) {
+Status check_encode_options(const EncodeOptions& options) {
   if (!(options.sparsity >= 1.0f && options.sparsity < 2.0f)) {
     return Status::failure("sparsity multiplier " + std::to_string(options.sparsity) +
                            " is outside [1, 2)");
@@ -105,6 +104,12 @@ Status encode(const Values& values, float* error, const EncodeOptions& options,
                            " values is not 0 or a multiple of 5 up to " +
                            std::to_string(kTileValues));
   }
+  return Status::success();
+}
+
+Status encode(const Values& values, float* error, const EncodeOptions& options,
+              std::span<uint8_t> out, EncodedBlock* result) {
+  if (Status status = check_encode_options(options); !status.ok()) return status;
   if (Status status = check_values(values, out.size(), max_block_bytes(values.count));
       !status.ok()) {
     return status;

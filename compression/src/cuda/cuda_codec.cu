@@ -168,10 +168,7 @@ int device_count(std::string* why_none) {
 namespace {
 
 Status check_encode(const DeviceValues& values, const EncodeOptions& options, size_t capacity) {
-  if (!(options.sparsity >= 1.0f && options.sparsity < 2.0f)) {
-    return Status::failure("sparsity multiplier " + std::to_string(options.sparsity) +
-                           " is outside [1, 2)");
-  }
+  if (Status status = check_encode_options(options); !status.ok()) return status;
   if (options.scale_tile != 0) {
     return Status::failure(
         "the CUDA codec writes format v1 only (one scale per block); a scale "

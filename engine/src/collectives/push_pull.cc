@@ -52,7 +52,7 @@ class PushPull {
         next_((rank_ + 1) % size_),
         prev_((rank_ + size_ - 1) % size_),
         plan_(std::move(plan)),
-        quantize_{options.sparsity, cc::Isa::kAuto, options.scale_tile},
+        quantize_(encode_options(options)),
         pushed_in_(static_cast<size_t>(size_)),
         pulled_in_(static_cast<size_t>(size_)) {}
 
@@ -263,14 +263,8 @@ void check_call(size_t input, size_t output, std::span<const TensorSlice> tensor
     throw std::invalid_argument("push_pull: input has " + std::to_string(input) +
                                 " values, output " + std::to_string(output));
   }
-  if (!(options.sparsity >= 1.0f && options.sparsity < 2.0f)) {
-    throw std::invalid_argument("push_pull: sparsity " + std::to_string(options.sparsity) +
-                                " is outside [1, 2)");
-  }
-  if (!cc::scale_tile_valid(options.scale_tile)) {
-    throw std::invalid_argument("push_pull: scale tile " + std::to_string(options.scale_tile) +
-                                " is not 0 or a multiple of 5 up to " +
-                                std::to_string(cc::kTileValues));
+  if (const cc::Status status = cc::check_encode_options(encode_options(options)); !status.ok()) {
+    throw std::invalid_argument("push_pull: " + status.message());
   }
   check_samples(options.feedback, tensors.size(), "push_pull");
   check_layout(output, tensors);

@@ -40,6 +40,13 @@ struct PushPullOptions {
   BlockCodec* codec = nullptr;
 };
 
+// How compressed blocks are encoded under `options` (sparsity, scale tile; the CPU's best ISA).
+inline compression::EncodeOptions encode_options(const PushPullOptions& options) {
+  return {.sparsity = options.sparsity,
+          .isa = compression::Isa::kAuto,
+          .scale_tile = options.scale_tile};
+}
+
 // Sums `fused` in place across the ranks of `context`; every rank ends with bitwise-identical
 // values. `tensors` must tile `fused` in order; their error buffers come from `errors` (by
 // name). With one rank nothing is quantized: the values stay exact and no error buffer

@@ -107,9 +107,7 @@ class RingAllreduce {
     cc::EncodedBlock result;
     const cc::Status status =
         options_.compress
-            ? cc::encode(values, error_at(b),
-                         cc::EncodeOptions{options_.sparsity, cc::Isa::kAuto, options_.scale_tile},
-                         m.bytes, &result)
+            ? cc::encode(values, error_at(b), encode_options(options_), m.bytes, &result)
             : cc::encode_raw(values, m.bytes, &result);
     if (!status.ok()) {
       throw CollectiveError(-1, "ring_allreduce rank " + std::to_string(rank_) +
@@ -213,9 +211,8 @@ class RingAllreduce {
 void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
                         std::span<const TensorSlice> tensors, ErrorFeedbackStore& errors,
                         const PushPullOptions& options) {
-  if (!(options.sparsity >= 1.0f && options.sparsity < 2.0f)) {
-    throw std::invalid_argument("ring_allreduce: sparsity " + std::to_string(options.sparsity) +
-                                " is outside [1, 2)");
+  if (const cc::Status status = cc::check_encode_options(encode_options(options)); !status.ok()) {
+    throw std::invalid_argument("ring_allreduce: " + status.message());
   }
   check_samples(options.feedback, tensors.size(), "ring_allreduce");
   // Validates the layout (and sizes every error buffer) even where nothing is sent.

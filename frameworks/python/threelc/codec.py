@@ -134,6 +134,9 @@ def compress(x: np.ndarray, error: Optional[np.ndarray] = None, sparsity: float 
     format v2 with a scale per tile of that many values (more accurate, a few more bytes).
     Input holding NaN or Inf yields a raw fp32 block of `x` and leaves `error` untouched.
     """
+    if isinstance(scale_tile, bool) or not isinstance(scale_tile, (int, np.integer)) \
+            or scale_tile < 0:
+        raise ValueError(f"scale_tile must be a non-negative integer, got {scale_tile!r}")
     x = _values(x)
     err_ptr = None
     if error is not None:
@@ -145,9 +148,6 @@ def compress(x: np.ndarray, error: Optional[np.ndarray] = None, sparsity: float 
     capacity = max_block_bytes(x.shape[0])
     out = np.empty(capacity, dtype=np.uint8)
     size = ctypes.c_size_t(0)
-    if isinstance(scale_tile, bool) or not isinstance(scale_tile, (int, np.integer)) \
-            or scale_tile < 0:
-        raise ValueError(f"scale_tile must be a non-negative integer, got {scale_tile!r}")
     rc = lib.threelc_codec_encode_tiled(x.ctypes.data, _DTYPES[x.dtype], x.shape[0], err_ptr,
                                         sparsity, int(scale_tile), out.ctypes.data, capacity,
                                         ctypes.byref(size))

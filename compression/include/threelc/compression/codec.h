@@ -44,6 +44,10 @@ struct EncodeOptions {
 // Whether `scale_tile` is one EncodeOptions accepts (0, or a multiple of 5 up to kTileValues).
 bool scale_tile_valid(size_t scale_tile);
 
+// The checks every encoder makes of its options (sparsity in [1, 2), a valid scale tile): a
+// failure names the option and its value.
+Status check_encode_options(const EncodeOptions& options);
+
 struct EncodedBlock {
   size_t bytes = 0;  // bytes written to the output
   Format format = Format::kRaw;
