@@ -14,6 +14,7 @@
 
 namespace threelc::compression::cuda {
 
+using detail::BlockLayout;
 using detail::EncodeBuffers;
 
 namespace {
@@ -33,19 +34,14 @@ Status cuda_failure(const char* what, cudaError_t error) {
 
 size_t dtype_bytes(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
 
-// Bytes of the largest 3LC block of n values: header, table, every tile all literals.
-size_t max_threelc_block_bytes(size_t n) {
-  const size_t tiles = tile_count(n);
-  return kHeaderBytes + tiles * kTileLengthBytes + tiles * kGroupsPerTile;
-}
-
 bool aligned4(const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; }
 
 }  // namespace
 
 struct Workspace::Impl {
   int device = -1;
-  size_t tiles = 0;  // tiles the tile buffers hold
+  size_t tiles = 0;             // tiles the per-tile buffers hold
+  size_t tile_bytes_count = 0;  // bytes buffers.tile_bytes holds
   EncodeBuffers buffers{};
   void* scan_storage = nullptr;
   size_t scan_bytes = 0;
@@ -61,6 +57,7 @@ struct Workspace::Impl {
     cudaFree(buffers.max_bits);
     cudaFree(buffers.tile_lengths);
     cudaFree(buffers.tile_offsets);
+    cudaFree(buffers.tile_scales);
     cudaFree(buffers.tile_bytes);
     cudaFree(scan_storage);
     cudaFree(block);
@@ -89,25 +86,38 @@ struct Workspace::Impl {
     return Status::success();
   }
 
-  Status reserve_tiles(size_t n) {
-    const size_t want = tile_count(n > hint ? n : hint);
-    if (want <= tiles) return Status::success();
+  // Per-tile buffers for blocks of `layout` (of up to max(n, hint) values): lengths, offsets,
+  // scales and the scan's storage per tile, and G bytes per tile (tiles of v2's small scale
+  // tiles are many and short).
+  Status reserve_tiles(const BlockLayout& layout) {
+    const BlockLayout largest{layout.count > hint ? layout.count : hint, layout.per_tile,
+                              layout.tiled};
+    const size_t want = largest.tiles();
+    const size_t want_bytes = want * largest.groups_per_tile();
+    if (want <= tiles && want_bytes <= tile_bytes_count) return Status::success();
+    const size_t new_tiles = want > tiles ? want : tiles;
+    const size_t new_bytes = want_bytes > tile_bytes_count ? want_bytes : tile_bytes_count;
     THREELC_CUDA_TRY(cudaEventSynchronize(done));
     cudaFree(buffers.tile_lengths);
     cudaFree(buffers.tile_offsets);
+    cudaFree(buffers.tile_scales);
     cudaFree(buffers.tile_bytes);
     cudaFree(scan_storage);
     buffers.tile_lengths = buffers.tile_offsets = nullptr;
+    buffers.tile_scales = nullptr;
     buffers.tile_bytes = nullptr;
     scan_storage = nullptr;
-    tiles = 0;
-    THREELC_CUDA_TRY(cudaMalloc(&buffers.tile_lengths, want * sizeof(uint32_t)));
-    THREELC_CUDA_TRY(cudaMalloc(&buffers.tile_offsets, want * sizeof(uint32_t)));
-    THREELC_CUDA_TRY(cudaMalloc(&buffers.tile_bytes, want * kGroupsPerTile));
+    tiles = tile_bytes_count = 0;
+    THREELC_CUDA_TRY(cudaMalloc(&buffers.tile_lengths, new_tiles * sizeof(uint32_t)));
+    THREELC_CUDA_TRY(cudaMalloc(&buffers.tile_offsets, new_tiles * sizeof(uint32_t)));
+    THREELC_CUDA_TRY(cudaMalloc(&buffers.tile_scales, new_tiles * sizeof(float)));
+    THREELC_CUDA_TRY(cudaMalloc(&buffers.tile_bytes, new_bytes));
     THREELC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, buffers.tile_lengths,
-                                                   buffers.tile_offsets, static_cast<int>(want)));
+                                                   buffers.tile_offsets,
+                                                   static_cast<int>(new_tiles)));
     THREELC_CUDA_TRY(cudaMalloc(&scan_storage, scan_bytes));
-    tiles = want;
+    tiles = new_tiles;
+    tile_bytes_count = new_bytes;
     return Status::success();
   }
 
@@ -169,12 +179,6 @@ namespace {
 
 Status check_encode(const DeviceValues& values, const EncodeOptions& options, size_t capacity) {
   if (Status status = check_encode_options(options); !status.ok()) return status;
-  if (options.scale_tile != 0) {
-    return Status::failure(
-        "the CUDA codec writes format v1 only (one scale per block); a scale "
-        "tile of " +
-        std::to_string(options.scale_tile) + " values (format v2) is encoded on the CPU only");
-  }
   if (values.data == nullptr && values.count != 0) return Status::failure("values pointer is null");
   if (values.count > UINT32_MAX) {
     return Status::failure("block of " + std::to_string(values.count) +
@@ -188,21 +192,22 @@ Status check_encode(const DeviceValues& values, const EncodeOptions& options, si
   return Status::success();
 }
 
-// Queues both encode passes and the block's write to `block` (device); then waits for the
-// header and returns it.
+// Queues both encode passes and the block's write (`layout`, v1 or v2) to `block` (device);
+// then waits for the header and returns it. The block's max decides the raw fallback in both
+// formats: a tile's scale overflows exactly when the block's does.
 Status queue_encode(const DeviceValues& values, float* error, const EncodeOptions& options,
-                    Workspace::Impl& ws, cudaStream_t stream, bool raw_values, uint8_t* block,
-                    BlockHeader* header) {
+                    const BlockLayout& layout, Workspace::Impl& ws, cudaStream_t stream,
+                    bool raw_values, uint8_t* block, BlockHeader* header) {
   const size_t n = values.count;
-  if (Status s = ws.reserve_tiles(n); !s.ok()) return s;
+  if (Status s = ws.reserve_tiles(layout); !s.ok()) return s;
   if (Status s = ws.reserve_pinned(kHeaderBytes); !s.ok()) return s;
   THREELC_CUDA_TRY(cudaMemsetAsync(ws.buffers.max_bits, 0, sizeof(uint32_t), stream));
   THREELC_CUDA_TRY(
       detail::launch_abs_max(values.data, values.dtype, error, n, ws.buffers.max_bits, stream));
-  THREELC_CUDA_TRY(detail::launch_quantize_tiles(values.data, values.dtype, error, n,
+  THREELC_CUDA_TRY(detail::launch_quantize_tiles(values.data, values.dtype, error, layout,
                                                  options.sparsity, ws.buffers, stream));
-  if (Status s = ws.scan_tile_offsets(tile_count(n), stream); !s.ok()) return s;
-  THREELC_CUDA_TRY(detail::launch_write_block(values.data, values.dtype, n, options.sparsity,
+  if (Status s = ws.scan_tile_offsets(layout.tiles(), stream); !s.ok()) return s;
+  THREELC_CUDA_TRY(detail::launch_write_block(values.data, values.dtype, layout, options.sparsity,
                                               ws.buffers, raw_values, block, stream));
   THREELC_CUDA_TRY(cudaMemcpyAsync(ws.pinned, block, kHeaderBytes, cudaMemcpyDeviceToHost, stream));
   if (Status s = ws.end(stream); !s.ok()) return s;
@@ -211,15 +216,20 @@ Status queue_encode(const DeviceValues& values, float* error, const EncodeOption
   return Status::success();
 }
 
+// The length of a block the write kernel wrote (`header`: its header).
 size_t block_bytes_of(const BlockHeader& header) {
-  if (header.format == static_cast<uint8_t>(Format::kRaw)) return raw_block_bytes(header.count);
-  return kHeaderBytes + tile_count(header.count) * kTileLengthBytes + header.payload_bytes;
+  const auto format = static_cast<Format>(header.format);
+  if (format == Format::kRaw) return raw_block_bytes(header.count);
+  const BlockLayout layout =
+      detail::block_layout(format, header.count, kTritsPerGroup * header.reserved);
+  return layout.payload_at() + header.payload_bytes;
 }
 
 // An empty block needs no device: the CPU encoder writes the same header.
 Status encode_empty(const EncodeOptions& options, std::span<uint8_t> out, EncodedBlock* result) {
   return compression::encode(Values{nullptr, DType::kFloat32, 0}, nullptr,
-                             EncodeOptions{options.sparsity, Isa::kScalar}, out, result);
+                             EncodeOptions{options.sparsity, Isa::kScalar, options.scale_tile}, out,
+                             result);
 }
 
 }  // namespace
@@ -232,9 +242,11 @@ Status encode_to_host(const DeviceValues& values, float* error, const EncodeOpti
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
   Workspace::Impl& ws = workspace.impl();
   if (Status s = ws.begin(cuda_stream); !s.ok()) return s;
-  if (Status s = ws.reserve_block(max_threelc_block_bytes(values.count)); !s.ok()) return s;
+  const BlockLayout layout = detail::encode_layout(values.count, options.scale_tile);
+  if (Status s = ws.reserve_block(layout.max_bytes()); !s.ok()) return s;
   BlockHeader header;
-  if (Status s = queue_encode(values, error, options, ws, cuda_stream, false, ws.block, &header);
+  if (Status s =
+          queue_encode(values, error, options, layout, ws, cuda_stream, false, ws.block, &header);
       !s.ok()) {
     return s;
   }
@@ -249,7 +261,7 @@ Status encode_to_host(const DeviceValues& values, float* error, const EncodeOpti
       cudaMemcpyAsync(out.data(), ws.block, bytes, cudaMemcpyDeviceToHost, cuda_stream));
   if (Status s = ws.end(cuda_stream); !s.ok()) return s;
   THREELC_CUDA_TRY(cudaStreamSynchronize(cuda_stream));
-  *result = EncodedBlock{bytes, Format::kThreeLC, header.scale};
+  *result = EncodedBlock{bytes, static_cast<Format>(header.format), header.scale};
   return Status::success();
 }
 
@@ -269,8 +281,10 @@ Status encode_on_device(const DeviceValues& values, float* error, const EncodeOp
   }
   Workspace::Impl& ws = workspace.impl();
   if (Status s = ws.begin(cuda_stream); !s.ok()) return s;
+  const BlockLayout layout = detail::encode_layout(values.count, options.scale_tile);
   BlockHeader header;
-  if (Status s = queue_encode(values, error, options, ws, cuda_stream, true, out_device, &header);
+  if (Status s =
+          queue_encode(values, error, options, layout, ws, cuda_stream, true, out_device, &header);
       !s.ok()) {
     return s;
   }
@@ -284,11 +298,6 @@ namespace {
 Status queue_decode(const uint8_t* block, const BlockInfo& info, bool add, float alpha, float* dst,
                     Workspace::Impl& ws, cudaStream_t stream) {
   const size_t n = info.count;
-  if (info.format == Format::kThreeLCTiled) {
-    return Status::failure(
-        "the CUDA codec decodes formats 0 and 1 only; this block is format 2 "
-        "(a scale per tile), which only the CPU codec decodes");
-  }
   if (info.format == Format::kRaw) {
     if (add) {
       THREELC_CUDA_TRY(detail::launch_raw_add(block + kHeaderBytes, n, alpha, dst, stream));
@@ -298,13 +307,14 @@ Status queue_decode(const uint8_t* block, const BlockInfo& info, bool add, float
     }
     return Status::success();
   }
-  if (Status s = ws.reserve_tiles(n); !s.ok()) return s;
+  const BlockLayout layout = detail::block_layout(info.format, n, info.tile_values);
+  if (Status s = ws.reserve_tiles(layout); !s.ok()) return s;
   THREELC_CUDA_TRY(
-      detail::launch_read_tile_table(block, tile_count(n), ws.buffers.tile_lengths, stream));
-  if (Status s = ws.scan_tile_offsets(tile_count(n), stream); !s.ok()) return s;
-  const float scale_or_step = add ? alpha * info.scale : info.scale;
-  THREELC_CUDA_TRY(detail::launch_decode_tiles(
-      block, n, ws.buffers.tile_lengths, ws.buffers.tile_offsets, scale_or_step, add, dst, stream));
+      detail::launch_read_tile_table(block, layout.tiles(), ws.buffers.tile_lengths, stream));
+  if (Status s = ws.scan_tile_offsets(layout.tiles(), stream); !s.ok()) return s;
+  THREELC_CUDA_TRY(detail::launch_decode_tiles(block, layout, ws.buffers.tile_lengths,
+                                               ws.buffers.tile_offsets, info.scale, alpha, add, dst,
+                                               stream));
   return Status::success();
 }
 
@@ -332,6 +342,12 @@ Status decode_device_block(const uint8_t* block, const BlockInfo& info, bool add
   if (info.count == 0) return Status::success();
   if (block == nullptr || dst == nullptr) return Status::failure("block or destination is null");
   if (!aligned4(block)) return Status::failure("device block is not 4-byte aligned");
+  if (info.format == Format::kThreeLCTiled &&
+      (info.tile_values == 0 || !scale_tile_valid(info.tile_values))) {
+    return Status::failure("BlockInfo of a 3LC v2 block has " + std::to_string(info.tile_values) +
+                           " values per tile, expected a multiple of 5 from 5 to " +
+                           std::to_string(kTileValues) + " (pass validate()'s)");
+  }
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
   Workspace::Impl& ws = workspace.impl();
   if (Status s = ws.begin(cuda_stream); !s.ok()) return s;

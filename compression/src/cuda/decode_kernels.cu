@@ -1,5 +1,6 @@
 // The decoder's kernels: one CUDA block per tile expands the tile's zero-run bytes into its
-// groups in shared memory (a scan places each byte's groups) and unpacks the trits into the
+// groups in shared memory (a scan places each byte's groups) and unpacks the trits, times the
+// tile's scale (v1: the block's; v2: its entry in the block's scale table), into the
 // destination, or adds them to it. The block was validated on the host first (decode.cc's
 // validate), so every tile expands to exactly its groups.
 #include <cub/block/block_scan.cuh>
@@ -18,18 +19,29 @@ __global__ void read_tile_table_kernel(const uint8_t* block, size_t tiles, uint3
   }
 }
 
+// The little-endian f32 at `at` (a v2 tile scale: not necessarily 4-byte aligned).
+__device__ float read_f32(const uint8_t* at) {
+  const uint32_t bits = at[0] | (static_cast<uint32_t>(at[1]) << 8) |
+                        (static_cast<uint32_t>(at[2]) << 16) | (static_cast<uint32_t>(at[3]) << 24);
+  return __uint_as_float(bits);
+}
+
 // Thread layout: while expanding, thread t takes encoded bytes [16 t, 16 t + 16); while
 // unpacking, groups t, t + 256, ... (a warp writes 32 consecutive values of each slice).
 template <bool kAdd>
 __global__ void __launch_bounds__(kTileThreads)
-    decode_tiles_kernel(const uint8_t* block, size_t n, const uint32_t* tile_lengths,
-                        const uint32_t* tile_offsets, float scale_or_step, float* dst) {
-  const size_t tiles = tile_count(n);
-  const size_t begin = static_cast<size_t>(blockIdx.x) * kTileValues;
-  const int values = static_cast<int>(n - begin < kTileValues ? n - begin : kTileValues);
+    decode_tiles_kernel(const uint8_t* block, BlockLayout layout, const uint32_t* tile_lengths,
+                        const uint32_t* tile_offsets, float scale, float alpha, float* dst) {
+  const size_t t = blockIdx.x;
+  const size_t begin = layout.first_value(t);
+  const int values = static_cast<int>(layout.values_in(t));
   const int g = static_cast<int>(tile_groups(static_cast<size_t>(values)));
-  const int length = static_cast<int>(tile_lengths[blockIdx.x]);
-  const uint8_t* bytes = block + kHeaderBytes + tiles * kTileLengthBytes + tile_offsets[blockIdx.x];
+  const int length = static_cast<int>(tile_lengths[t]);
+  const uint8_t* bytes = block + layout.payload_at() + tile_offsets[t];
+  // decode.cc's for_each_tile: the tile's scale; decode_add steps by alpha * scale (fp32).
+  const float tile_scale =
+      layout.tiled ? read_f32(block + layout.scales_at() + t * kTileScaleBytes) : scale;
+  const float scale_or_step = kAdd ? __fmul_rn(alpha, tile_scale) : tile_scale;
 
   __shared__ uint8_t encoded[kGroupsPerTile];
   __shared__ uint8_t groups[kGroupsPerTile];
@@ -92,17 +104,18 @@ cudaError_t launch_read_tile_table(const uint8_t* block, size_t tiles, uint32_t*
   return cudaGetLastError();
 }
 
-cudaError_t launch_decode_tiles(const uint8_t* block, size_t n, const uint32_t* tile_lengths,
-                                const uint32_t* tile_offsets, float scale_or_step, bool add,
-                                float* dst, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  const unsigned tiles = static_cast<unsigned>(tile_count(n));
+cudaError_t launch_decode_tiles(const uint8_t* block, const BlockLayout& layout,
+                                const uint32_t* tile_lengths, const uint32_t* tile_offsets,
+                                float scale, float alpha, bool add, float* dst,
+                                cudaStream_t stream) {
+  if (layout.count == 0) return cudaSuccess;
+  const unsigned tiles = static_cast<unsigned>(layout.tiles());
   if (add) {
-    decode_tiles_kernel<true><<<tiles, kTileThreads, 0, stream>>>(block, n, tile_lengths,
-                                                                  tile_offsets, scale_or_step, dst);
+    decode_tiles_kernel<true><<<tiles, kTileThreads, 0, stream>>>(block, layout, tile_lengths,
+                                                                  tile_offsets, scale, alpha, dst);
   } else {
-    decode_tiles_kernel<false><<<tiles, kTileThreads, 0, stream>>>(
-        block, n, tile_lengths, tile_offsets, scale_or_step, dst);
+    decode_tiles_kernel<false><<<tiles, kTileThreads, 0, stream>>>(block, layout, tile_lengths,
+                                                                   tile_offsets, scale, alpha, dst);
   }
   return cudaGetLastError();
 }

@@ -1,5 +1,5 @@
 // Internal: reading fp32, fp16 and bf16 input as fp32 on the device (exact widening, the same
-// bits as widen.cc's on the CPU), and the block scale both encode passes derive.
+// bits as widen.cc's on the CPU), and the scales the encode passes derive.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,9 +44,15 @@ cudaError_t with_input(const void* x, DType dtype, Body&& body) {
 
 inline constexpr uint32_t kNonFiniteBits = 0x7F800000u;
 
-// The block's scale M * s, as encode.cc computes it; false when the block must go raw.
+// A scale M * s from the bit pattern of M, as encode.cc computes it: the block's, or in v2 a
+// tile's.
+__device__ inline float scale_of(uint32_t max_bits, float sparsity) {
+  return __fmul_rn(__uint_as_float(max_bits), sparsity);
+}
+
+// The block's scale; false when the block must go raw.
 __device__ inline bool block_scale(uint32_t max_bits, float sparsity, float* scale) {
-  *scale = __fmul_rn(__uint_as_float(max_bits), sparsity);
+  *scale = scale_of(max_bits, sparsity);
   return max_bits < kNonFiniteBits && isfinite(*scale);
 }
 

@@ -1,7 +1,8 @@
-// The 3LC codec on a CUDA device: the same block format v1 as the CPU codec (codec.h), blocks
-// byte-identical to the CPU encoder's for the same input. Values, error buffers and decode
-// targets are device pointers; blocks travel through host memory (the transport's), so only
-// compressed bytes cross PCIe. Every call is ordered on the given CUDA stream.
+// The 3LC codec on a CUDA device: the same block formats as the CPU codec (codec.h: v1, and v2
+// with EncodeOptions::scale_tile), blocks byte-identical to the CPU encoder's for the same
+// input. Values, error buffers and decode targets are device pointers; blocks travel through
+// host memory (the transport's), so only compressed bytes cross PCIe. Every call is ordered on
+// the given CUDA stream.
 //
 // This header needs no CUDA headers (a stream is passed as void*), so the engine compiles the
 // same with or without the CUDA toolkit. In a build without nvcc (built() is false) every
