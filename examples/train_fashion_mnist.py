@@ -34,7 +34,7 @@ import torch
 import threelc.torch as hvd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fashion_mnist import Net  # noqa: E402
+from fashion_mnist import make_model  # noqa: E402
 from training import (add_training_arguments, evaluate_locally, load_shard,  # noqa: E402
                       lr_schedule, parse_training_arguments, torch_threads, train_epoch)
 
@@ -62,9 +62,7 @@ def main(argv=None) -> int:
     shard = load_shard(args, rank, size)
     steps_per_epoch = shard.steps_per_epoch
 
-    # 322k parameters; the conv2 and fc1 weights (99.4% of the bytes) are 3LC-compressed, the
-    # other tensors (< THREELC_MIN_COMPRESS_BYTES) travel raw.
-    model = Net(conv1=16, conv2=48, hidden=128)
+    model = make_model(args.model)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     compression = (hvd.Compression.threelc(sparsity=args.sparsity)
                    if args.compression == "threelc" else hvd.Compression.none)
@@ -78,9 +76,9 @@ def main(argv=None) -> int:
     params = sum(p.numel() for p in model.parameters())
     mode = (f"3LC, sparsity {args.sparsity}" if args.compression == "threelc"
             else "no compression")
-    log(f"threelc.torch: CNN ({params} parameters) on Fashion-MNIST, {size} ranks x batch "
-        f"{args.batch_size}, {steps_per_epoch} steps per epoch, {args.epochs} epochs, {mode}, "
-        f"{threads} torch thread(s) per rank", flush=True)
+    log(f"threelc.torch: {args.model.upper()} ({params} parameters) on Fashion-MNIST, {size} "
+        f"ranks x batch {args.batch_size}, {steps_per_epoch} steps per epoch, {args.epochs} "
+        f"epochs, {mode}, {threads} torch thread(s) per rank", flush=True)
 
     rng = np.random.default_rng(args.seed)
     sent_total, raw_total, accuracy, train_seconds = 0, 0.0, 0.0, 0.0
@@ -113,6 +111,7 @@ def main(argv=None) -> int:
     ratio = raw_total / sent_total if sent_total else float("nan")
     summary = {
         "test_accuracy": round(accuracy, 4),
+        "model": args.model,
         "compression_ratio": round(ratio, 2),
         "seconds": round(seconds, 2),
         "train_seconds": round(train_seconds, 2),

@@ -62,7 +62,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fashion_mnist import Net  # noqa: E402
+from fashion_mnist import make_model  # noqa: E402
 from training import (add_training_arguments, evaluate_locally, load_shard,  # noqa: E402
                       lr_schedule, parse_training_arguments, torch_threads, train_epoch)
 
@@ -133,9 +133,9 @@ def main(argv=None) -> int:
     shard = load_shard(args, rank, size)
     steps_per_epoch = shard.steps_per_epoch
 
-    # The Horovod example's CNN (322k parameters). DDP broadcasts rank 0's parameters when it
-    # wraps the model, as hvd.broadcast_parameters does there.
-    net = Net(conv1=16, conv2=48, hidden=128)
+    # The Horovod example's model. DDP broadcasts rank 0's parameters when it wraps the model,
+    # as hvd.broadcast_parameters does there.
+    net = make_model(args.model)
     model = DistributedDataParallel(net)
     if args.hook == "threelc":
         import threelc.torch  # noqa: PLC0415 (--hook none runs without the threelc library)
@@ -149,7 +149,7 @@ def main(argv=None) -> int:
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
     mode = (f"3LC hook, sparsity {args.sparsity}" if args.hook == "threelc"
             else "DDP's gloo allreduce (no compression)")
-    log(f"DistributedDataParallel: CNN ({params} parameters) on Fashion-MNIST, {size} ranks x "
+    log(f"DistributedDataParallel: {args.model.upper()} ({params} parameters) on Fashion-MNIST, {size} ranks x "
         f"batch {args.batch_size}, {steps_per_epoch} steps per epoch, {args.epochs} epochs, "
         f"{mode}, {threads} torch thread(s) per rank", flush=True)
 
@@ -188,6 +188,7 @@ def main(argv=None) -> int:
     ring_total = 2 * (size - 1) / size * grad_bytes * steps
     summary = {
         "test_accuracy": round(accuracy, 4),
+        "model": args.model,
         "test_loss": round(test_loss, 4),
         "compression_ratio": round(ring_total / sent_total, 2) if measured and sent_total
         else None,

@@ -17,10 +17,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fashion_mnist import DATA_DIR, load_split
+from fashion_mnist import DATA_DIR, MODELS, load_split
 
 
 def add_training_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--model", choices=MODELS, default="cnn",
+                    help="cnn (default: two convolutions, 322k parameters) or mlp (two hidden "
+                         "layers of 512, 670k parameters)")
     ap.add_argument("--sparsity", type=float, default=1.0,
                     help="3LC sparsity multiplier s in [1, 2) (default 1.0)")
     ap.add_argument("--epochs", type=int, default=2, help="epochs (default 2)")

@@ -70,6 +70,16 @@ def test_example_trains_and_reports(compression):
         assert summary["compression_ratio"] > 20, summary
 
 
+@pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} missing (dataset-fashion-mnist)")
+def test_example_trains_the_mlp():
+    """--model mlp: the second model, 3LC-compressed at the engine's defaults."""
+    summary, stdout = run_example("--model", "mlp")
+    assert "MLP (669706 parameters)" in stdout, stdout
+    assert summary["model"] == "mlp" and summary["steps"] == 15, summary
+    assert summary["test_accuracy"] > 0.3, summary
+    assert summary["compression_ratio"] > 10, summary
+
+
 @pytest.mark.parametrize("example", ["train_fashion_mnist.py", "train_fashion_mnist_ddp.py"])
 def test_example_refuses_a_bad_sparsity(example):
     proc = subprocess.run([PYTHON, str(REPO / "examples" / example),

@@ -5,7 +5,7 @@
 #   /usr/bin/python3 tools/accuracy/fidelity_model.py --table RESULTS
 # prints the table. 4 ranks, 1 epoch, seeds 0-2 (SEEDS), learning rate 0.05 (the uncompressed
 # run's best of 0.01, 0.02, 0.05, 0.1, which the first part sweeps). About 30 s a run on a 2-core
-# machine; 22 configurations, 66 runs.
+# machine; 28 configurations, 84 runs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 results=${RESULTS:-fidelity_results.jsonl}
@@ -25,6 +25,9 @@ configurations=(
   "--sparsity 0.5" "--sparsity 0.25" "--pull-sparsity 0.5"
   "--sparsity 0.5 --scale-values 20480" "--sparsity 0.75 --scale-values 1024"
   "--pull-scale-values 1024" "--pull-scale-values 256"
+  "--scale-values 1024 --pull-scale-values 256" "--scale-values 4096 --pull-scale-values 320"
+  "--scale-values 320" "--scale-values 320 --min-compress-values 256"
+  "--scale-values 320 --min-compress-values 1" "--scale-values 640 --min-compress-values 1"
   "--magnitude mean" "--magnitude mean --density 0.05" "--magnitude mean --density 0.02"
   "--momentum-correction"
 )

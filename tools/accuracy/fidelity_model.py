@@ -57,7 +57,7 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
-from fashion_mnist import DATA_DIR, Net, load_split  # noqa: E402
+from fashion_mnist import DATA_DIR, MODELS, load_split, make_model  # noqa: E402
 
 MIN_COMPRESS_VALUES = 65536 // 4  # THREELC_MIN_COMPRESS_BYTES' default, in fp32 values
 TILE_VALUES = 5 * 4096
@@ -65,6 +65,7 @@ TILE_VALUES = 5 * 4096
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", choices=MODELS, default="cnn")
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--batch-size", type=int, default=0, help="per rank (default 256 / ranks)")
     ap.add_argument("--lr", type=float, default=0.05)
@@ -82,6 +83,8 @@ def parse_args(argv):
                     help="values per scale inside a block (0: one scale a block)")
     ap.add_argument("--pull-scale-values", type=int, default=-1,
                     help="values per scale of the pull alone (-1: --scale-values)")
+    ap.add_argument("--min-compress-values", type=int, default=MIN_COMPRESS_VALUES,
+                    help="tensors of fewer values are sent exact (THREELC_MIN_COMPRESS_BYTES / 4)")
     ap.add_argument("--momentum-correction", action="store_true")
     ap.add_argument("--magnitude", choices=("max", "mean"), default="max",
                     help="what a sent value decodes to: the scale M * s (the codec's v1 "
@@ -225,8 +228,9 @@ class PushPull:
         }
 
 
-CONFIG = ("ranks", "lr", "epochs", "compression", "push", "pull", "sparsity", "pull_sparsity",
-          "scale_values", "pull_scale_values", "momentum_correction", "magnitude", "density")
+CONFIG = ("model", "ranks", "lr", "epochs", "compression", "push", "pull", "sparsity", "pull_sparsity",
+          "scale_values", "pull_scale_values", "momentum_correction", "magnitude", "density",
+          "min_compress_values")
 
 
 def describe(run: dict) -> str:
@@ -252,7 +256,9 @@ def describe(run: dict) -> str:
         parts.append(f"top {100 * run['density']:g} %")
     if run["momentum_correction"]:
         parts.append("momentum correction")
-    return "3LC" + (": " + ", ".join(parts) if parts else " s=1 (the codec)")
+    if run.get("min_compress_values", MIN_COMPRESS_VALUES) != MIN_COMPRESS_VALUES:
+        parts.append(f"tensors of {run['min_compress_values']}+ values compressed")
+    return "3LC" + (": " + ", ".join(parts) if parts else " s=1, a scale a block (the paper's)")
 
 
 def table(paths) -> str:
@@ -260,20 +266,22 @@ def table(paths) -> str:
     groups = {}
     for path in paths:
         for line in Path(path).read_text().splitlines():
-            run = {"magnitude": "max", "density": 0.0, **json.loads(line)}
+            run = {"model": "cnn", "magnitude": "max", "density": 0.0,
+                   "min_compress_values": MIN_COMPRESS_VALUES, **json.loads(line)}
             run.setdefault("pull_sparsity", run["sparsity"])
             run.setdefault("pull_scale_values", run["scale_values"])
             groups.setdefault(tuple(run.get(k) for k in CONFIG), []).append(run)
-    baseline = {(k[0], k[1], k[2]): statistics.mean(r["test_accuracy"] for r in runs)
-                for k, runs in groups.items() if k[3] == "none"}
-    rows = ["| ranks | lr | epochs | configuration | seeds | mean accuracy | per seed | vs none "
-            "(pp) | ratio | push / pull density | relative error | push wait (steps) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for k, runs in sorted(groups.items(), key=lambda kv: (kv[0][:3], kv[0][3] != "none")):
+    # A configuration's key: (model, ranks, lr, epochs) then what it compresses and how.
+    baseline = {k[:4]: statistics.mean(r["test_accuracy"] for r in runs)
+                for k, runs in groups.items() if k[4] == "none"}
+    rows = ["| model | ranks | lr | epochs | configuration | seeds | mean accuracy | per seed | "
+            "vs none (pp) | ratio | push / pull density | relative error | push wait (steps) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for k, runs in sorted(groups.items(), key=lambda kv: (kv[0][:4], kv[0][4] != "none")):
         runs.sort(key=lambda r: r["seed"])
         mean = statistics.mean(r["test_accuracy"] for r in runs)
-        base = baseline.get(k[:3])
-        gap = "" if k[3] == "none" or base is None else f"{100 * (mean - base):+.2f}"
+        base = baseline.get(k[:4])
+        gap = "" if k[4] == "none" or base is None else f"{100 * (mean - base):+.2f}"
 
         def avg(field, digits):
             return f"{statistics.mean(r[field] for r in runs):.{digits}f}" if field in runs[0] \
@@ -282,7 +290,7 @@ def table(paths) -> str:
                    if "push_density" in runs[0] else "")
         ratio = f"{avg('compression_ratio', 0)}x" if "compression_ratio" in runs[0] else "1x"
         per_seed = ", ".join(f"{r['test_accuracy']:.4f}" for r in runs)
-        rows.append(f"| {k[0]} | {k[1]:g} | {k[2]} | {describe(runs[0])} | {len(runs)} | "
+        rows.append(f"| {k[0]} | {k[1]} | {k[2]:g} | {k[3]} | {describe(runs[0])} | {len(runs)} | "
                     f"{mean:.4f} | {per_seed} | {gap} | {ratio} | {density} | "
                     f"{avg('relative_error', 2)} | {avg('push_wait_steps', 1)} |")
     return "\n".join(rows)
@@ -302,9 +310,9 @@ def main(argv=None) -> int:
     n, b = args.ranks, args.batch_size
     shards = [np.arange(r, len(train_x), n) for r in range(n)]
     steps = (len(train_x) // n) // b
-    model = Net(conv1=16, conv2=48, hidden=128)
+    model = make_model(args.model)
     params = list(model.named_parameters())
-    compressed = [i for i, (_, p) in enumerate(params) if p.numel() >= MIN_COMPRESS_VALUES]
+    compressed = [i for i, (_, p) in enumerate(params) if p.numel() >= args.min_compress_values]
     compressed.reverse()  # backward produces the last layers' gradients first
     sizes = [params[i][1].numel() for i in compressed]
     momentum = 0.0 if args.momentum_correction else args.momentum
@@ -361,13 +369,13 @@ def main(argv=None) -> int:
         accuracy = correct / len(test_x)
         print(f"epoch {epoch}: loss {loss_sum / steps:.4f}, test accuracy {accuracy:.4f}, "
               f"{time.perf_counter() - start:.0f} s", flush=True)
-    summary = {"test_accuracy": accuracy, "ranks": n, "lr": args.lr, "epochs": args.epochs,
+    summary = {"test_accuracy": accuracy, "model": args.model, "ranks": n, "lr": args.lr, "epochs": args.epochs,
                "seed": args.seed, "compression": args.compression, "push": args.push,
                "pull": args.pull, "sparsity": args.sparsity,
                "pull_sparsity": args.pull_sparsity, "scale_values": args.scale_values,
                "pull_scale_values": args.pull_scale_values,
                "momentum_correction": args.momentum_correction, "magnitude": args.magnitude,
-               "density": args.density}
+               "density": args.density, "min_compress_values": args.min_compress_values}
     if pp is not None:
         summary.update(pp.summary())
     print(json.dumps(summary), flush=True)

@@ -15,42 +15,64 @@
 #   tiles    at LR, 4 ranks: 3LC with THREELC_SCALE_TILE=320, 640 and 1280 (s=1.0; TILES sets
 #            the list), and 320 at s=1.1 when TILES is unset, seeds 0-2
 #   tiles8   at LR, 8 ranks: none, and 3LC with THREELC_SCALE_TILE=320 (or each of TILES)
+#   none     at LR, 4 and 8 ranks: uncompressed, seeds 0-2
+#   defaults at LR, 4 and 8 ranks: 3LC at the engine's defaults (or SETTINGS), seeds 0-2
+#   paper    at LR, 4 and 8 ranks: the paper's 3LC (THREELC_SCALE_TILE=0: one scale a block;
+#            THREELC_MIN_COMPRESS_BYTES=64K), seeds 0-2
+#   ddp      at LR, 4 ranks: examples/train_fashion_mnist_ddp.py under tools/torchrun, DDP
+#            alone and with the 3LC hook at the engine's defaults (or SETTINGS), seeds 0-2
 # EPOCHS (default 2) sets the epochs of every run, SEEDS (default "0 1 2") the seeds, LR (default
-# 0.05, the uncompressed run's best) the learning rate of every part but lr.
+# 0.05, the uncompressed run's best) the learning rate of every part but lr, RANKS (default
+# "4 8") the job sizes of the none, defaults and paper parts (batch 256 / ranks per rank), MODEL (cnn or mlp,
+# default cnn) the examples' model.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 part=${1:-all}
 results=${RESULTS:-accuracy_results.jsonl}
 epochs=${EPOCHS:-2}
 lr=${LR:-0.05}
-settings=""  # engine variables of the next runs, e.g. THREELC_SCALE_TILE=320 ("": defaults)
+model=${MODEL:-cnn}
+# Engine variables of the next compressed runs, e.g. THREELC_SCALE_TILE=320 ("": the engine's
+# defaults): SETTINGS, to which the chunks, tiles and tiles8 parts add their own variable.
+settings=${SETTINGS:-}
 logs="${results%.jsonl}.logs"
 mkdir -p "$logs"
 export PYTHONPATH="$root/frameworks/python${PYTHONPATH:+:$PYTHONPATH}"
 
 run() {  # run NP BATCH ALGORITHM COMPRESSION SPARSITY SEED [LR]
   local np=$1 batch=$2 algorithm=$3 compression=$4 sparsity=$5 seed=$6 run_lr=${7:-$lr} line
-  local tag=${settings:+-${settings//[^A-Za-z0-9=.]/_}}
-  local log="$logs/np$np-$algorithm-$compression-s$sparsity$tag-lr$run_lr-e$epochs-seed$seed.log"
-  echo "== $np ranks, batch $batch, $algorithm, $compression s=$sparsity $settings, lr $run_lr, seed $seed ($log)" >&2
-  # shellcheck disable=SC2086  # settings is a list of VAR=value words
-  env $settings THREELC_ALLREDUCE="$algorithm" \
-    "$root/tools/threelcrun" -np "$np" /usr/bin/python3 \
-    "$root/examples/train_fashion_mnist.py" --epochs "$epochs" --batch-size "$batch" \
-    --compression "$compression" --sparsity "$sparsity" --seed "$seed" --lr "$run_lr" \
-    --log-every 1000 > "$log" 2>&1 || true
-  line=$(sed -n 's/^\[0\] \({.*}\)$/\1/p' "$log" | tail -n 1)
+  local settings=$settings
+  [[ $compression == none ]] && settings=""  # nothing of them applies to uncompressed runs
+  local tag=${settings:+-${settings//[^A-Za-z0-9=.]/_}} prefix=${model#cnn}
+  local log="$logs/${prefix:+$prefix-}np$np-$algorithm-$compression-s$sparsity$tag-lr$run_lr-e$epochs-seed$seed.log"
+  echo "== $model, $np ranks, batch $batch, $algorithm, $compression s=$sparsity $settings, lr $run_lr, seed $seed ($log)" >&2
+  local common=(--model "$model" --epochs "$epochs" --batch-size "$batch" --seed "$seed"
+                --lr "$run_lr" --log-every 1000)
+  if [[ $algorithm == ddp ]]; then  # compression none: DDP alone; threelc: DDP + the 3LC hook
+    # shellcheck disable=SC2086  # settings is a list of VAR=value words
+    env $settings "$root/tools/torchrun" --standalone --nproc_per_node "$np" \
+      "$root/examples/train_fashion_mnist_ddp.py" "${common[@]}" --hook "$compression" \
+      --sparsity "$sparsity" > "$log" 2>&1 || true
+  else
+    # shellcheck disable=SC2086
+    env $settings THREELC_ALLREDUCE="$algorithm" \
+      "$root/tools/threelcrun" -np "$np" /usr/bin/python3 \
+      "$root/examples/train_fashion_mnist.py" "${common[@]}" \
+      --compression "$compression" --sparsity "$sparsity" > "$log" 2>&1 || true
+  fi
+  line=$(sed -n 's/^\(\[0\] \)\{0,1\}\({.*}\)$/\2/p' "$log" | tail -n 1)
   if [[ -z $line ]]; then  # the run failed: keep what it said
     local why
     why=$(grep -m1 -iE 'error|diverged|nan' "$log" | tr -d '"\\' | cut -c1-300 || true)
-    line=$(printf '{"failed": true, "ranks": %s, "compression": "%s", "sparsity": %s, "algorithm": "%s", "seed": %s, "epochs": %s, "why": "%s"}' \
-      "$np" "$compression" "$sparsity" "$algorithm" "$seed" "$epochs" "$why")
+    line=$(printf '{"failed": true, "model": "%s", "ranks": %s, "compression": "%s", "sparsity": %s, "algorithm": "%s", "seed": %s, "epochs": %s, "lr": %s, "why": "%s"}' \
+      "$model" "$np" "$compression" "$sparsity" "$algorithm" "$seed" "$epochs" "$run_lr" "$why")
   fi
   if [[ -n $settings ]]; then line="${line%\}}, \"settings\": \"$settings\"}"; fi
   echo "$line" | tee -a "$results" >&2
 }
 
 read -r -a seeds <<< "${SEEDS:-0 1 2}"
+read -r -a ranks <<< "${RANKS:-4 8}"  # of the none, defaults and paper parts
 case $part in
   parity4|all)
     for s in "${seeds[@]}"; do run 4 64 push_pull none 1.0 "$s"; run 4 64 push_pull threelc 1.0 "$s"; done ;;&
@@ -70,16 +92,16 @@ case $part in
   chunks)
     for s in "${seeds[@]}"; do
       run 4 64 push_pull none 1.0 "$s"; run 4 64 push_pull threelc 1.0 "$s"
-      settings=THREELC_CHUNK_BYTES=4K run 4 64 push_pull threelc 1.0 "$s"
+      settings="THREELC_CHUNK_BYTES=4K${SETTINGS:+ $SETTINGS}" run 4 64 push_pull threelc 1.0 "$s"
     done ;;
   tiles)
     read -r -a tiles <<< "${TILES:-320 640 1280}"
     for s in "${seeds[@]}"; do
       for tile in "${tiles[@]}"; do
-        settings=THREELC_SCALE_TILE=$tile run 4 64 push_pull threelc 1.0 "$s"
+        settings="THREELC_SCALE_TILE=$tile${SETTINGS:+ $SETTINGS}" run 4 64 push_pull threelc 1.0 "$s"
       done
       if [[ -z ${TILES:-} ]]; then
-        settings=THREELC_SCALE_TILE=320 run 4 64 push_pull threelc 1.1 "$s"
+        settings="THREELC_SCALE_TILE=320${SETTINGS:+ $SETTINGS}" run 4 64 push_pull threelc 1.1 "$s"
       fi
     done ;;
   tiles8)
@@ -87,9 +109,25 @@ case $part in
     for s in "${seeds[@]}"; do
       run 8 32 push_pull none 1.0 "$s"
       for tile in "${tiles[@]}"; do
-        settings=THREELC_SCALE_TILE=$tile run 8 32 push_pull threelc 1.0 "$s"
+        settings="THREELC_SCALE_TILE=$tile${SETTINGS:+ $SETTINGS}" run 8 32 push_pull threelc 1.0 "$s"
       done
     done ;;
+  none|defaults)
+    compression=threelc
+    [[ $part == none ]] && compression=none
+    for s in "${seeds[@]}"; do
+      for np in "${ranks[@]}"; do run "$np" $((256 / np)) push_pull "$compression" 1.0 "$s"; done
+    done ;;
+  paper)
+    for s in "${seeds[@]}"; do
+      for np in "${ranks[@]}"; do
+        settings="THREELC_SCALE_TILE=0 THREELC_MIN_COMPRESS_BYTES=64K" \
+          run "$np" $((256 / np)) push_pull threelc 1.0 "$s"
+      done
+    done ;;
+  ddp)
+    for s in "${seeds[@]}"; do run 4 64 ddp none 1.0 "$s"; run 4 64 ddp threelc 1.0 "$s"; done ;;
   parity4|parity8|ring) ;;
-  *) echo "usage: $0 [parity4|parity8|ring|sweep|all|lr|chunks|tiles|tiles8]" >&2; exit 2 ;;
+  *) echo "usage: $0 [parity4|parity8|ring|sweep|all|lr|chunks|tiles|tiles8|none|defaults|paper|ddp]" >&2
+     exit 2 ;;
 esac

@@ -24,28 +24,41 @@ WARNING = re.compile(r"running away|NaN or Inf")
 
 
 def key(run: dict) -> tuple:
-    sparsity = run.get("sparsity") if run.get("compression") == "threelc" else None
-    return (int(run["ranks"]), int(run.get("epochs", 2)), float(run.get("lr", 0.02)),
-            run.get("algorithm", "push_pull"), run["compression"],
+    """(model, ranks, epochs, lr, algorithm, compression, sparsity, settings). Runs of the DDP
+    example (they carry "hook") are algorithm "ddp", compression "threelc" with the 3LC hook."""
+    if "hook" in run:
+        algorithm, compression = "ddp", "threelc" if run["hook"] == "threelc" else "none"
+    else:
+        algorithm, compression = run.get("algorithm", "push_pull"), run["compression"]
+    sparsity = run.get("sparsity") if compression == "threelc" else None
+    return (run.get("model", "cnn"), int(run["ranks"]), int(run.get("epochs", 2)),
+            float(run.get("lr", 0.02)), algorithm, compression,
             None if sparsity is None else float(sparsity), run.get("settings") or "")
 
 
+def baseline_key(k: tuple) -> tuple:
+    """What a configuration is compared with: the uncompressed runs of the same model, ranks,
+    epochs and learning rate, through DDP for the DDP example, through the engine otherwise."""
+    return k[:4] + (k[4] == "ddp",)
+
+
 def label(k: tuple) -> str:
-    ranks, epochs, lr, algorithm, compression, sparsity, settings = k
+    model, ranks, epochs, lr, algorithm, compression, sparsity, settings = k
     what = "none" if compression == "none" else f"3LC s={sparsity:g}"
     if settings:
         what += f", `{settings}`"
-    return f"| {ranks} | {epochs} | {lr:g} | {algorithm} | {what} "
+    return f"| {model} | {ranks} | {epochs} | {lr:g} | {algorithm} | {what} "
 
 
 def warnings_in(run: dict) -> int:
     logs = run["_logs"]
     if not logs.is_dir():
         return 0
+    model, ranks, _, _, algorithm, compression, _, settings = key(run)
     sparsity = run.get("sparsity")
-    settings = run.get("settings") or ""
     chunk = "-" + re.sub(r"[^A-Za-z0-9=.]", "_", settings) if settings else ""
-    stem = (f"np{run['ranks']}-{run.get('algorithm', 'push_pull')}-{run['compression']}-"
+    prefix = "" if model == "cnn" else f"{model}-"
+    stem = (f"{prefix}np{ranks}-{algorithm}-{compression}-"
             f"s{sparsity if sparsity is not None else '1.0'}")
     path = logs / f"{stem}{chunk}-lr{run.get('lr')}-e{run.get('epochs')}-seed{run['seed']}.log"
     if not path.exists():  # logs of run_matrix.sh before it named the learning rate
@@ -71,18 +84,19 @@ def main(argv) -> int:
     baseline = {}
     for k, runs in groups.items():
         ok = [r["test_accuracy"] for r in runs if not r.get("failed")]
-        if k[4] == "none" and ok:
-            baseline[k[:3]] = statistics.mean(ok)
-    print("| ranks | epochs | lr | allreduce | compression | seeds | mean test accuracy | "
+        if k[5] == "none" and k[4] in ("push_pull", "ddp") and ok:
+            baseline[baseline_key(k)] = statistics.mean(ok)
+    print("| model | ranks | epochs | lr | allreduce | compression | seeds | mean test accuracy | "
           "per seed | vs none (pp) | compression ratio | failed | EF warnings |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for k in sorted(groups, key=lambda k: (k[:3], k[3] != "push_pull", k[4] != "none",
-                                           k[5] or 0, k[6])):
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for k in sorted(groups, key=lambda k: (k[:4], k[4] == "ddp", k[4] != "push_pull",
+                                           k[5] != "none", k[6] or 0, k[7])):
         runs = sorted(groups[k], key=lambda r: r["seed"])
         ok = [r for r in runs if not r.get("failed")]
         acc = [r["test_accuracy"] for r in ok]
         mean = statistics.mean(acc) if acc else float("nan")
-        delta = (mean - baseline[k[:3]]) * 100 if acc and k[:3] in baseline else float("nan")
+        base = baseline.get(baseline_key(k))
+        delta = (mean - base) * 100 if acc and base is not None else float("nan")
         ratio = statistics.mean(r["compression_ratio"] for r in ok) if ok else float("nan")
         per_seed = ", ".join(f"{r['test_accuracy']:.4f}" if not r.get("failed") else "failed"
                              for r in runs)
