@@ -147,11 +147,11 @@ constexpr Row kRows[] = {
        s.sparsity = sparsity;
        return true;
      }},
-    {{"THREELC_SCALE_TILE", "0", "0, or a multiple of 5 from 5 to 20480",
-      "values that share one 3LC scale: 0 gives every block one scale (format v1, the paper's "
-      "3LC); otherwise every tile of this many values has its own (format v2), which sends "
-      "small values that a block's largest would hold back: more accuracy, more bytes "
-      "(docs/ACCURACY.md); CPU tensors only"},
+    {{"THREELC_SCALE_TILE", "320", "0, or a multiple of 5 from 5 to 20480",
+      "values that share one 3LC scale: every tile of this many values has its own (block "
+      "format v2), so small values that a block's largest would hold back are sent; 0 gives "
+      "every block one scale (format v1, the paper's 3LC: fewer bytes, less accuracy; "
+      "docs/ACCURACY.md)"},
      [](std::string_view value, EngineSettings& s) {
        const auto tile = parse_integer(value, compression::kTileValues);
        if (!tile || !compression::scale_tile_valid(*tile)) return false;
@@ -169,9 +169,9 @@ constexpr Row kRows[] = {
        s.feedback_limit = *limit;
        return true;
      }},
-    {{"THREELC_MIN_COMPRESS_BYTES", "65536",
+    {{"THREELC_MIN_COMPRESS_BYTES", "1024",
       "an integer number of bytes (suffix K, M or G for KiB, MiB, GiB)",
-      "float tensors smaller than this are sent raw (64 KiB)"},
+      "float tensors smaller than this are sent raw (1 KiB)"},
      [](std::string_view value, EngineSettings& s) {
        const auto bytes = parse_bytes(value, kMaxBytes);
        if (!bytes) return false;

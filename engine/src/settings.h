@@ -38,12 +38,12 @@ struct EngineSettings {
   // THREELC_SPARSITY: the 3LC sparsity multiplier s, in [1, 2).
   float sparsity = 1.0f;
   // THREELC_SCALE_TILE: values that share one 3LC scale (0: one per block, format v1).
-  size_t scale_tile = 0;
+  size_t scale_tile = 320;
   // THREELC_FEEDBACK_LIMIT: a tensor's error feedback is reported as running away when its
   // largest residual exceeds this many times the largest recent gradient; zero disables.
   double feedback_limit = 100.0;
   // THREELC_MIN_COMPRESS_BYTES: smaller tensors are sent raw.
-  size_t min_compress_bytes = 65536;
+  size_t min_compress_bytes = 1024;
   // THREELC_ALLREDUCE
   AllreduceAlgorithm allreduce = AllreduceAlgorithm::kPushPull;
   // THREELC_TIMELINE: Chrome-trace file rank 0 writes; empty: no timeline.

@@ -22,7 +22,7 @@ import threelc.engine as engine
 import threelc.torch as hvd
 from torch_helpers import drift_bound_sum, first_bound_sum
 
-MIN_COMPRESS_BYTES = 65536
+MIN_COMPRESS_BYTES = 1024  # THREELC_MIN_COMPRESS_BYTES default
 BUCKET_CAP_MB = 0.15  # several buckets for the model below
 
 

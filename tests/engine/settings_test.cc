@@ -59,7 +59,9 @@ TEST(EngineSettings, DefaultsMatchTheStructAndTheTable) {
   EXPECT_EQ(parsed.sparsity, defaults.sparsity);
   EXPECT_EQ(parsed.sparsity, 1.0f);
   EXPECT_EQ(parsed.min_compress_bytes, defaults.min_compress_bytes);
-  EXPECT_EQ(parsed.min_compress_bytes, size_t{65536});
+  EXPECT_EQ(parsed.min_compress_bytes, size_t{1024});
+  EXPECT_EQ(parsed.scale_tile, defaults.scale_tile);
+  EXPECT_EQ(parsed.scale_tile, size_t{320});
   EXPECT_EQ(parsed.allreduce, defaults.allreduce);
   EXPECT_EQ(parsed.allreduce, te::AllreduceAlgorithm::kPushPull);
   EXPECT_EQ(parsed.timeline, defaults.timeline);

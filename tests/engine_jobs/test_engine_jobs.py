@@ -162,10 +162,11 @@ def test_compressed_error_feedback(n, algorithm):
     assert [l.split()[1] for l in job.hashes()[0]] == ["ef/10", "ef/100"], job.describe()
 
 
-@pytest.mark.parametrize("tile", ["0", "1280"])
+@pytest.mark.parametrize("tile", ["0", "1280", None])  # None: the default
 @pytest.mark.parametrize("n", [2, 3])
 def test_scale_per_tile(n, tile):
-    job = assert_ok(run_job(n, "scale_tile", env={"THREELC_SCALE_TILE": tile}))
+    env = {} if tile is None else {"THREELC_SCALE_TILE": tile}
+    job = assert_ok(run_job(n, "scale_tile", env=env))
     assert job.hashes()[0], job.describe()
 
 

@@ -34,7 +34,8 @@ from threelc.engine import ThreelcError
 CASE = sys.argv[1] if len(sys.argv) > 1 else "?"
 RANK = int(os.environ.get("THREELC_RANK", "0"))
 SIZE = int(os.environ.get("THREELC_SIZE", "1"))
-MIN_COMPRESS_BYTES = 65536  # THREELC_MIN_COMPRESS_BYTES default
+MIN_COMPRESS_BYTES = 1024  # THREELC_MIN_COMPRESS_BYTES default
+SCALE_TILE = 320  # THREELC_SCALE_TILE default
 X = 8.0  # data of the compressed cases are integers in [-X, X]
 
 
@@ -292,7 +293,7 @@ OPS = {"sum": hvd.Sum, "average": hvd.Average, "min": hvd.Min, "max": hvd.Max,
 def case_dtypes_ops():
     """Every dtype x every op, prescale/postscale; results exactly the numpy reference."""
     hvd.init()
-    shape = (10, 101)
+    shape = (7, 17)  # 119 values: not divisible by N; under THREELC_MIN_COMPRESS_BYTES as float64
     salt = 0
     for dtype_name in DTYPE_NAMES:
         for op_name, op in OPS.items():
@@ -433,11 +434,11 @@ def case_error_feedback():
 
 def case_scale_tile():
     """THREELC_SCALE_TILE: every rank's segment (one block each) starts with 1280 large values,
-    the rest 1000x smaller. With one scale per block (unset or 0) the small values stay in the
-    residuals on the first step; with a scale per tile of 1280 values they are sent. Outputs
+    the rest 1000x smaller. With one scale per block (0) the small values stay in the residuals
+    on the first step; with a scale per tile (1280, or unset: the default 320) they are sent. Outputs
     identical on every rank either way, and the running sum stays within the residual bound of
     the exact one over 20 steps."""
-    tile = int(os.environ.get("THREELC_SCALE_TILE", "0") or 0)
+    tile = int(os.environ.get("THREELC_SCALE_TILE") or SCALE_TILE)
     hvd.init()
     segment = 16 * 1280  # above THREELC_MIN_COMPRESS_BYTES on 2 ranks
     n = segment * SIZE
@@ -740,7 +741,7 @@ def case_shutdown():
     expect_error(lambda: hvd.allreduce(np.ones(3, np.float32), name="early"), engine.ENOTINIT,
                  "allreduce before init")
     hvd.init()
-    vals = [ints(r, (300,), -9, 9) for r in range(SIZE)]
+    vals = [ints(r, (200,), -9, 9) for r in range(SIZE)]  # under THREELC_MIN_COMPRESS_BYTES
     got = hvd.allreduce(vals[RANK].astype(np.float32), name="sd/first", op=hvd.Sum)
     expect_equal(got, np.sum(vals, axis=0).astype(np.float32), "allreduce before shutdown")
     orphan = None
@@ -987,7 +988,7 @@ def case_api():
         # a handle dropped while pending: its buffers stay alive until the engine is done
         if RANK == 0:
             h = hvd.allreduce_async(np.arange(4096, dtype=np.float32), name="api/dropped",
-                                    op=hvd.Sum)
+                                    op=hvd.Sum, compression=hvd.Compression.none)
             del h
             gc.collect()
             junk = [np.full(4096, -1.0, np.float32) for _ in range(64)]  # reuse freed memory
@@ -995,7 +996,7 @@ def case_api():
         else:
             time.sleep(0.3)
             got = hvd.allreduce(np.arange(4096, dtype=np.float32), name="api/dropped",
-                                op=hvd.Sum)
+                                op=hvd.Sum, compression=hvd.Compression.none)
             expect_equal(got, SIZE * np.arange(4096, dtype=np.float32), "dropped handle's peer")
         hvd.barrier()
     # the same Handle from several threads

@@ -61,7 +61,7 @@ WARMUP = float(os.environ.get("THREELC_SOAK_WARMUP", "0.1"))
 MAX_GROWTH = float(os.environ.get("THREELC_SOAK_MAX_GROWTH", "0.05"))
 FRESH_RATE = float(os.environ.get("THREELC_SOAK_FRESH_RATE", "0.1"))
 FRESH = int(os.environ.get("THREELC_SOAK_FRESH", "32"))
-MIN_COMPRESS_BYTES = int(os.environ.get("THREELC_MIN_COMPRESS_BYTES") or 65536)
+MIN_COMPRESS_BYTES = int(os.environ.get("THREELC_MIN_COMPRESS_BYTES") or 1024)
 ALGORITHM = os.environ.get("THREELC_ALLREDUCE") or "push_pull"
 
 SLACK = 4.0  # compressed results: allowed multiple of the fixed-owner bound (see below)

@@ -23,7 +23,7 @@ OPS = [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]
 OP_NAMES = {int(hvd.Sum): "Sum", int(hvd.Average): "Average", int(hvd.Min): "Min",
             int(hvd.Max): "Max", int(hvd.Product): "Product"}
 
-MIN_COMPRESS_BYTES = 65536  # THREELC_MIN_COMPRESS_BYTES default: smaller tensors go raw
+MIN_COMPRESS_BYTES = 1024  # THREELC_MIN_COMPRESS_BYTES default: smaller tensors go raw
 X = 8.0  # data of the 3LC tests are integers in [-X, X]
 
 

@@ -42,23 +42,24 @@ class DDPHookState:
     """What :func:`ddp_comm_hook` needs across calls.
 
     `sparsity`: the 3LC sparsity multiplier s in [1, 2) (None: THREELC_SPARSITY, 1.0 by
-    default). `min_compress_bytes`: parameters with fewer gradient bytes travel raw (the
-    engine's THREELC_MIN_COMPRESS_BYTES applies as well). Whether to compress at all follows
+    default). `min_compress_bytes`: parameters with fewer gradient bytes travel raw (None:
+    the engine's THREELC_MIN_COMPRESS_BYTES alone decides; it applies in any case). Whether to compress at all follows
     THREELC_COMPRESSION (3LC unless ``none``). `named_parameters`: the DDP model's
     ``named_parameters()``, for readable operation names (logs, timeline, checkpoints);
     without it parameters are named by where they first appeared. `timeout`: seconds a bucket
     may take before its future fails with ETIMEOUT (None: the engine's own timeouts).
     """
 
-    def __init__(self, sparsity: Optional[float] = None, min_compress_bytes: int = 65536,
+    def __init__(self, sparsity: Optional[float] = None,
+                 min_compress_bytes: Optional[int] = None,
                  named_parameters=None, timeout: Optional[float] = None):
         ThreelcCompressor(sparsity)  # validates the range
-        if int(min_compress_bytes) < 0:
-            raise ValueError(f"min_compress_bytes must be >= 0, got {min_compress_bytes}")
+        if min_compress_bytes is not None and int(min_compress_bytes) < 0:
+            raise ValueError(f"min_compress_bytes must be >= 0 or None, got {min_compress_bytes}")
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds or None, got {timeout}")
         self.sparsity = sparsity
-        self.min_compress_bytes = int(min_compress_bytes)
+        self.min_compress_bytes = None if min_compress_bytes is None else int(min_compress_bytes)
         self.timeout = timeout
         self._compressed = _engine.Compression.default(sparsity=sparsity)
         self._names: Dict[torch.Tensor, str] = {}
@@ -72,6 +73,13 @@ class DDPHookState:
                     f"torch.distributed has {dist.get_world_size()} ranks but the threelc "
                     f"engine {_engine.size()}: both must span the same processes (start the "
                     f"job with torchrun or threelcrun, once)")
+
+    def wire_for(self, nbytes: int):
+        """How a gradient of `nbytes` bytes is sent: 3LC (where the engine compresses it), or
+        raw below `min_compress_bytes`."""
+        if self.min_compress_bytes is not None and nbytes < self.min_compress_bytes:
+            return _engine.Compression.none
+        return self._compressed
 
     # -- names -----------------------------------------------------------------------------
 
@@ -124,8 +132,7 @@ def ddp_comm_hook(state: DDPHookState,
     # keeps their buffers until those operations finish (engine.Handle).
     for name, (offset, count) in zip(state.names_of(bucket), _layout(bucket, buffer)):
         part = flat[offset:offset + count]
-        wire = (state._compressed if part.nbytes >= state.min_compress_bytes
-                else _engine.Compression.none)
+        wire = state.wire_for(part.nbytes)
         handles.append(_engine.allreduce(part, part, name=name, op=Average,
                                          compression=wire, dtype=dtype))
     return _completion.when_done(handles, stage.copy_back, state.timeout,
@@ -140,8 +147,7 @@ def _device_bucket(state: DDPHookState, bucket: dist.GradBucket, buffer: torch.T
     handles = []
     for name, (offset, count) in zip(state.names_of(bucket), _layout(bucket, buffer)):
         part = flat[offset:offset + count]
-        wire = (state._compressed if part.numel() * part.element_size() >= state.min_compress_bytes
-                else _engine.Compression.none)
+        wire = state.wire_for(part.numel() * part.element_size())
         handles.append(_tensors.DeviceWork(part).submit(part, name=name, op=Average,
                                                         compression=wire))
     return _completion.when_done(handles, work.copy_back, state.timeout,
