@@ -32,7 +32,8 @@ wire_bytes_per_rank: bytes rank 0 sent to other ranks per timed call (mean), the
 count: wire_bytes_sent of threelc_get_statistics read between the calls (the messages'
 payload; the transport's frame headers are not counted). wire_bytes_last_call: the last call's.
 wire_bytes_estimate: an independent recomputation of the last call with the codec C ABI on the
-engine's push_pull block plan (segments, chunks of THREELC_CHUNK_BYTES), which must equal
+engine's push_pull block plan (segments, chunks of THREELC_CHUNK_BYTES, a 3LC scale per
+THREELC_SCALE_TILE values), which must equal
 wire_bytes_last_call: the push blocks (to every segment's owner) by replaying rank 0's error
 feedback over every call made so far on the same input, the pull blocks (its own segment and
 those it forwards around the ring) by re-encoding the result (s = 1 reproduces the trits of a
@@ -74,6 +75,7 @@ struct Options {
 
 // Engine defaults the wire estimate mirrors (docs/CONFIGURATION.md).
 constexpr size_t kDefaultChunkBytes = size_t{1} << 20;
+constexpr size_t kDefaultScaleTile = 320;
 
 size_t env_size(const char* name, size_t fallback) {
   const char* text = std::getenv(name);
@@ -205,10 +207,11 @@ void finish(threelc_handle handle, const char* what) {
 size_t block_bytes(const float* values, size_t count, float* error, float sparsity, bool compress,
                    std::vector<uint8_t>* scratch) {
   if (!compress) return count * sizeof(float);
+  static const size_t scale_tile = env_size("THREELC_SCALE_TILE", kDefaultScaleTile);
   scratch->resize(threelc_codec_max_block_bytes(count));
   size_t bytes = 0;
-  if (threelc_codec_encode(values, THREELC_FLOAT32, count, error, sparsity, scratch->data(),
-                           scratch->size(), &bytes) != THREELC_OK) {
+  if (threelc_codec_encode_tiled(values, THREELC_FLOAT32, count, error, sparsity, scale_tile,
+                                 scratch->data(), scratch->size(), &bytes) != THREELC_OK) {
     throw Failure(std::string("codec estimate failed: ") + threelc_codec_last_error());
   }
   return bytes;
@@ -242,8 +245,9 @@ Wire estimate_wire(const std::vector<float>& input, const std::vector<float>& re
     }
   }
   // Pull: the own segment's blocks and those forwarded around the ring (all but the segment of
-  // the next rank, which that rank owns). A decoded 3LC block re-encoded with s = 1 and no
-  // error gives the same trits, hence the same bytes.
+  // the next rank, which that rank owns). A decoded 3LC block re-encoded with s = 1, no error
+  // and the same scale tiles gives the same trits (each tile's values are its scale or 0),
+  // hence the same bytes.
   for (int j = 0; j < size; ++j) {
     if (j == (rank + 1) % size) continue;
     for (const Span& b : segment_blocks(total, size, j, chunk)) {
