@@ -22,6 +22,9 @@ Knobs that take one part away or change it:
   --scale-values N              one scale per N values inside a block instead of one a block
                                 (N = 20480 is one per codec tile);
   --pull-scale-values N         the same for the pull alone;
+  --small-scale-values N        N values per scale in the blocks of tensors of fewer than
+                                --small-tensor-values values;
+  --min-compress-values V       tensors of fewer than V values are sent exact;
   --sparsity S                  the multiplier s (below 1 sends more: threshold M*s/2);
   --pull-sparsity S             s of the pull alone;
   --momentum-correction         compress the momentum-corrected update (Deep Gradient
@@ -85,6 +88,10 @@ def parse_args(argv):
                     help="values per scale of the pull alone (-1: --scale-values)")
     ap.add_argument("--min-compress-values", type=int, default=MIN_COMPRESS_VALUES,
                     help="tensors of fewer values are sent exact (THREELC_MIN_COMPRESS_BYTES / 4)")
+    ap.add_argument("--small-scale-values", type=int, default=0,
+                    help="values per scale in the blocks of tensors of fewer than "
+                         "--small-tensor-values values (0: --scale-values everywhere)")
+    ap.add_argument("--small-tensor-values", type=int, default=MIN_COMPRESS_VALUES)
     ap.add_argument("--momentum-correction", action="store_true")
     ap.add_argument("--magnitude", choices=("max", "mean"), default="max",
                     help="what a sent value decodes to: the scale M * s (the codec's v1 "
@@ -157,14 +164,21 @@ class PushPull:
         self.args = args
         self.ranks = ranks
         total = sum(sizes)
-        self.blocks = []  # (segment, start, end) in the fused buffer, never across a tensor
+        # (segment, start, end, push and pull values per scale) in the fused buffer; a block
+        # never crosses a tensor
+        self.blocks = []
         bounds = np.cumsum([0] + sizes)
         seg = [0]  # segment j starts at seg[j]; the first total % ranks get one more value
         for j in range(ranks):
             seg.append(seg[-1] + total // ranks + (1 if j < total % ranks else 0))
         for j in range(ranks):
             cuts = sorted({seg[j], seg[j + 1], *[b for b in bounds if seg[j] < b < seg[j + 1]]})
-            self.blocks += [(j, a, b) for a, b in zip(cuts, cuts[1:])]
+            for lo, hi in zip(cuts, cuts[1:]):
+                tensor = sizes[int(np.searchsorted(bounds, lo, side="right")) - 1]
+                small = args.small_scale_values and tensor < args.small_tensor_values
+                push = args.small_scale_values if small else args.scale_values
+                pull = args.small_scale_values if small else args.pull_scale_values
+                self.blocks.append((j, lo, hi, push, pull))
         self.push_error = torch.zeros(ranks, total)
         self.pull_error = torch.zeros(total)
         self.last_sent = torch.zeros(ranks, total)  # step a push value was last sent
@@ -180,7 +194,7 @@ class PushPull:
         """grads [ranks, total] -> the summed result every rank ends with."""
         a, self.step = self.args, self.step + 1
         out = torch.empty(grads.shape[1])
-        for j, lo, hi in self.blocks:
+        for j, lo, hi, push_tile, pull_tile in self.blocks:
             owner_sum = grads[j, lo:hi].clone()
             for r in range(self.ranks):
                 if r == j:
@@ -191,7 +205,7 @@ class PushPull:
                     self.bytes += 4 * (hi - lo)
                     continue
                 dec, self.push_error[r, lo:hi] = quantize(x + self.push_error[r, lo:hi],
-                                                          a.sparsity, a.scale_values, a)
+                                                          a.sparsity, push_tile, a)
                 owner_sum += dec
                 sent = dec != 0
                 waited = (self.step - self.last_sent[r, lo:hi])[sent]
@@ -201,17 +215,17 @@ class PushPull:
                 self.last_sent[r, lo:hi][sent] = self.step
                 self.push_nonzero += int(sent.sum())
                 self.push_values += hi - lo
-                self.bytes += block_bytes(dec, a.scale_values)
+                self.bytes += block_bytes(dec, push_tile)
             if a.pull == "exact":
                 out[lo:hi] = owner_sum
                 self.bytes += 4 * (hi - lo) * (self.ranks - 1)
             else:
                 dec, self.pull_error[lo:hi] = quantize(owner_sum + self.pull_error[lo:hi],
-                                                       a.pull_sparsity, a.pull_scale_values, a)
+                                                       a.pull_sparsity, pull_tile, a)
                 out[lo:hi] = dec
                 self.pull_nonzero += int((dec != 0).sum())
                 self.pull_values += hi - lo
-                self.bytes += block_bytes(dec, a.pull_scale_values) * (self.ranks - 1)
+                self.bytes += block_bytes(dec, pull_tile) * (self.ranks - 1)
             self.values += 2 * (hi - lo) * (self.ranks - 1)  # what an exact push_pull sends
         exact = grads.sum(0)
         self.rel_error_sum += float((out - exact).norm() / exact.norm().clamp_min(1e-30))
@@ -230,7 +244,7 @@ class PushPull:
 
 CONFIG = ("model", "ranks", "lr", "epochs", "compression", "push", "pull", "sparsity", "pull_sparsity",
           "scale_values", "pull_scale_values", "momentum_correction", "magnitude", "density",
-          "min_compress_values")
+          "min_compress_values", "small_scale_values", "small_tensor_values")
 
 
 def describe(run: dict) -> str:
@@ -256,6 +270,9 @@ def describe(run: dict) -> str:
         parts.append(f"top {100 * run['density']:g} %")
     if run["momentum_correction"]:
         parts.append("momentum correction")
+    if run.get("small_scale_values"):
+        parts.append(f"a scale per {run['small_scale_values']} values in tensors under "
+                     f"{run['small_tensor_values']} values")
     if run.get("min_compress_values", MIN_COMPRESS_VALUES) != MIN_COMPRESS_VALUES:
         parts.append(f"tensors of {run['min_compress_values']}+ values compressed")
     return "3LC" + (": " + ", ".join(parts) if parts else " s=1, a scale a block (the paper's)")
@@ -267,7 +284,8 @@ def table(paths) -> str:
     for path in paths:
         for line in Path(path).read_text().splitlines():
             run = {"model": "cnn", "magnitude": "max", "density": 0.0,
-                   "min_compress_values": MIN_COMPRESS_VALUES, **json.loads(line)}
+                   "min_compress_values": MIN_COMPRESS_VALUES, "small_scale_values": 0,
+                   "small_tensor_values": MIN_COMPRESS_VALUES, **json.loads(line)}
             run.setdefault("pull_sparsity", run["sparsity"])
             run.setdefault("pull_scale_values", run["scale_values"])
             groups.setdefault(tuple(run.get(k) for k in CONFIG), []).append(run)
@@ -375,7 +393,9 @@ def main(argv=None) -> int:
                "pull_sparsity": args.pull_sparsity, "scale_values": args.scale_values,
                "pull_scale_values": args.pull_scale_values,
                "momentum_correction": args.momentum_correction, "magnitude": args.magnitude,
-               "density": args.density, "min_compress_values": args.min_compress_values}
+               "density": args.density, "min_compress_values": args.min_compress_values,
+               "small_scale_values": args.small_scale_values,
+               "small_tensor_values": args.small_tensor_values}
     if pp is not None:
         summary.update(pp.summary())
     print(json.dumps(summary), flush=True)
