@@ -149,9 +149,9 @@ def main(argv=None) -> int:
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
     mode = (f"3LC hook, sparsity {args.sparsity}" if args.hook == "threelc"
             else "DDP's gloo allreduce (no compression)")
-    log(f"DistributedDataParallel: {args.model.upper()} ({params} parameters) on Fashion-MNIST, {size} ranks x "
-        f"batch {args.batch_size}, {steps_per_epoch} steps per epoch, {args.epochs} epochs, "
-        f"{mode}, {threads} torch thread(s) per rank", flush=True)
+    log(f"DistributedDataParallel: {args.model.upper()} ({params} parameters) on Fashion-MNIST, "
+        f"{size} ranks x batch {args.batch_size}, {steps_per_epoch} steps per epoch, "
+        f"{args.epochs} epochs, {mode}, {threads} torch thread(s) per rank", flush=True)
 
     rng = np.random.default_rng(args.seed)
     measured = _SS is not None
