@@ -44,10 +44,11 @@ class DDPHookState:
     `sparsity`: the 3LC sparsity multiplier s in [1, 2) (None: THREELC_SPARSITY, 1.0 by
     default). `min_compress_bytes`: parameters with fewer gradient bytes travel raw (None:
     the engine's THREELC_MIN_COMPRESS_BYTES alone decides; it applies in any case). Whether to
-    compress at all follows THREELC_COMPRESSION (3LC unless ``none``). `named_parameters`: the DDP model's
-    ``named_parameters()``, for readable operation names (logs, timeline, checkpoints);
-    without it parameters are named by where they first appeared. `timeout`: seconds a bucket
-    may take before its future fails with ETIMEOUT (None: the engine's own timeouts).
+    compress at all follows THREELC_COMPRESSION (3LC unless ``none``). `named_parameters`: the
+    DDP model's ``named_parameters()``, for readable operation names (logs, timeline,
+    checkpoints); without it parameters are named by where they first appeared. `timeout`:
+    seconds a bucket may take before its future fails with ETIMEOUT (None: the engine's own
+    timeouts).
     """
 
     def __init__(self, sparsity: Optional[float] = None,
