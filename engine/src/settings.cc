@@ -94,7 +94,8 @@ struct Row {
 
 constexpr Row kRows[] = {
     {{"THREELC_CYCLE_TIME_MS", "1", "a number of milliseconds > 0 and <= 1000 (fractions allowed)",
-      "milliseconds between the background thread's negotiation cycles"},
+      "milliseconds between the background thread's negotiation cycles while operations are in "
+      "flight (a rank with none waits for a submission, and cycles every 100 ms meanwhile)"},
      [](std::string_view value, EngineSettings& s) {
        const auto ms = parse_number(value);
        if (!ms || *ms <= 0 || *ms > 1000) return false;

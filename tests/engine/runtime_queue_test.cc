@@ -191,6 +191,56 @@ TEST(TensorQueue, ConcurrentSubmissionsAreAllSeenOnce) {
   EXPECT_EQ(seen.size(), static_cast<size_t>(kThreads * kEach + 1));
 }
 
+// The background thread's idle wait: it sleeps while nothing is in flight and wakes for a
+// submission or a stop, never past its deadline.
+TEST(TensorQueue, IdleWaitReturnsAtOnceWhileSomethingIsInFlight) {
+  te::TensorQueue queue;
+  std::atomic<bool> stop{false};
+  queue.submit(op("a", 1));
+  (void)queue.take_new();  // sent but not finished: still in flight
+  const auto start = std::chrono::steady_clock::now();
+  queue.wait_while_idle(start + 60s, stop);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+}
+
+TEST(TensorQueue, IdleWaitEndsAtItsDeadline) {
+  te::TensorQueue queue;
+  std::atomic<bool> stop{false};
+  queue.submit(op("a", 1));
+  queue.finish("a");  // nothing in flight any more
+  const auto start = std::chrono::steady_clock::now();
+  queue.wait_while_idle(start + 50ms, stop);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 50ms);
+}
+
+TEST(TensorQueue, IdleWaitIsWokenByASubmission) {
+  te::TensorQueue queue;
+  std::atomic<bool> stop{false};
+  const auto start = std::chrono::steady_clock::now();
+  std::thread submitter([&] {
+    std::this_thread::sleep_for(20ms);
+    queue.submit(op("a", 1));
+  });
+  queue.wait_while_idle(start + 60s, stop);
+  submitter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  EXPECT_EQ(names(queue.take_new()), Names{"a"});
+}
+
+TEST(TensorQueue, IdleWaitIsWokenByAStop) {
+  te::TensorQueue queue;
+  std::atomic<bool> stop{false};
+  const auto start = std::chrono::steady_clock::now();
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(20ms);
+    stop = true;
+    queue.wake();
+  });
+  queue.wait_while_idle(start + 60s, stop);
+  stopper.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+}
+
 // --- HandleTable ----------------------------------------------------------------------------
 
 TEST(HandleTable, CreateGivesDistinctPendingHandles) {

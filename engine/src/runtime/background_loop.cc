@@ -207,8 +207,18 @@ LoopStop BackgroundLoop::run(const std::atomic<bool>& shutdown_requested) {
   std::string cause;
   try {
     for (;;) {
+      if (!shutdown_requested.load()) {
+        // Nothing in flight here: no cycle is needed until something is submitted, but one
+        // runs every kIdleCycle all the same, so that rank 0 keeps answering and watching
+        // for stalls. A submission is negotiated a cycle time after it arrives, so that what
+        // is submitted with it (the rest of a bucket) goes in the same cycle.
+        const auto idle_since = std::chrono::steady_clock::now();
+        parts_.queue->wait_while_idle(idle_since + kIdleCycle, shutdown_requested);
+        const auto woken = std::chrono::steady_clock::now();
+        if (woken - idle_since >= cycle) next = std::max(next, woken + cycle);
+        if (!shutdown_requested.load()) std::this_thread::sleep_until(next);
+      }
       const bool shutdown = shutdown_requested.load();
-      if (!shutdown) std::this_thread::sleep_until(next);
       next = std::max(next + cycle, std::chrono::steady_clock::now());
       const int64_t begin_ns = steady_now_ns();
       CycleResponse cycle_response = negotiate(shutdown);

@@ -44,9 +44,15 @@ struct LoopStop {
 
 class BackgroundLoop {
  public:
+  // How often a rank with nothing in flight still joins a cycle (otherwise it waits for a
+  // submission): rank 0 answers the other ranks and watches for stalls at least this often.
+  static constexpr std::chrono::milliseconds kIdleCycle{100};
+
   explicit BackgroundLoop(const LoopParts& parts);
   // Runs cycles until a cycle's response says shut down (some rank asked: `shutdown_requested`
-  // here) or a fatal error (a failed peer, a malformed message).
+  // here, then TensorQueue::wake) or a fatal error (a failed peer, a malformed message). A
+  // cycle runs every THREELC_CYCLE_TIME_MS while operations are in flight on this rank, every
+  // kIdleCycle while none are.
   LoopStop run(const std::atomic<bool>& shutdown_requested);
   // Completes every operation still in flight with `code` and `reason` (after run, once no
   // more can be submitted).

@@ -130,6 +130,7 @@ void Engine::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   shutdown_requested_ = true;
+  queue_.wake();
   if (thread_.joinable()) thread_.join();
   log_.log(LogLevel::kInfo, "shut down: " + stop_.reason);
   if (settings_.stats) {

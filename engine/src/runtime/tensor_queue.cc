@@ -6,7 +6,7 @@
 namespace threelc::engine {
 
 void TensorQueue::submit(Operation operation) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   const std::string& name = operation.request.name;
   if (in_flight_.count(name) != 0) {
     throw EngineError(THREELC_EDUPLICATE, "a " + std::string(op_kind_name(operation.request.kind)) +
@@ -16,6 +16,8 @@ void TensorQueue::submit(Operation operation) {
   new_.push_back(operation.request);
   // The key is copied before the operation (and with it `name`) is moved.
   in_flight_[name].operation.emplace(std::move(operation));
+  lock.unlock();
+  submitted_.notify_all();
 }
 
 std::vector<OpRequest> TensorQueue::take_new() {
@@ -58,6 +60,18 @@ std::vector<Operation> TensorQueue::take_all() {
   in_flight_.clear();
   new_.clear();
   return out;
+}
+
+void TensorQueue::wait_while_idle(std::chrono::steady_clock::time_point deadline,
+                                  const std::atomic<bool>& stop) {
+  std::unique_lock lock(mutex_);
+  submitted_.wait_until(lock, deadline, [&] { return !in_flight_.empty() || stop.load(); });
+}
+
+void TensorQueue::wake() {
+  // Under the mutex: a waiter between testing `stop` and sleeping cannot miss it.
+  { std::lock_guard lock(mutex_); }
+  submitted_.notify_all();
 }
 
 }  // namespace threelc::engine

@@ -3,6 +3,9 @@
 // its response runs, and finishes it. Thread-safe.
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -28,6 +31,12 @@ class TensorQueue {
   void finish(const std::string& name);
   // Every operation still in flight (for failing them at shutdown); empties the queue.
   std::vector<Operation> take_all();
+  // Blocks while nothing is in flight on this rank (no operation submitted and unfinished),
+  // until a submission, `stop` turning true (with wake()), or `deadline`.
+  void wait_while_idle(std::chrono::steady_clock::time_point deadline,
+                       const std::atomic<bool>& stop);
+  // Ends a wait_while_idle early, once its `stop` has been set.
+  void wake();
 
  private:
   struct Entry {
@@ -37,6 +46,7 @@ class TensorQueue {
   std::optional<Operation> take_if(const std::string& name, bool sent_only);
 
   std::mutex mutex_;
+  std::condition_variable submitted_;
   std::unordered_map<std::string, Entry> in_flight_;
   std::vector<OpRequest> new_;
 };
