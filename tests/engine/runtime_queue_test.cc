@@ -241,6 +241,34 @@ TEST(TensorQueue, IdleWaitIsWokenByAStop) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
 }
 
+TEST(TensorQueue, FlushEndsTheWaitForTheNextCycleUntilTheNextTake) {
+  te::TensorQueue queue;
+  std::atomic<bool> stop{false};
+  queue.submit(op("a", 1));
+  queue.flush();
+  auto start = std::chrono::steady_clock::now();
+  queue.wait_for_cycle(start + 60s, stop);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  EXPECT_EQ(names(queue.take_new()), Names{"a"});
+  // The cycle took what was flushed: the next wait runs to its deadline.
+  start = std::chrono::steady_clock::now();
+  queue.wait_for_cycle(start + 50ms, stop);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 50ms);
+}
+
+TEST(TensorQueue, FlushFromAnotherThreadWakesTheWaitForTheNextCycle) {
+  te::TensorQueue queue;
+  std::atomic<bool> stop{false};
+  const auto start = std::chrono::steady_clock::now();
+  std::thread flusher([&] {
+    std::this_thread::sleep_for(20ms);
+    queue.flush();
+  });
+  queue.wait_for_cycle(start + 60s, stop);
+  flusher.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+}
+
 // --- HandleTable ----------------------------------------------------------------------------
 
 TEST(HandleTable, CreateGivesDistinctPendingHandles) {

@@ -219,6 +219,21 @@ def test_shutdown_with_pending_operation(n, orphan_rank):
     assert job.seconds < 30, job.describe()
 
 
+def test_flush_negotiates_at_once():
+    # With 1 s cycles an allreduce waits up to a second for the next cycle; after threelc_flush
+    # it runs at once (a few ms; the bound is 0.3 s, which three unflushed allreduces on both
+    # ranks would all meet about once in 40 runs).
+    job = assert_ok(run_job(2, "flush", env={"THREELC_CYCLE_TIME_MS": "1000"}),
+                    expect_hashes=False)
+    for r in range(2):
+        times = {}
+        for line in job.prefixed("FLUSH ")[r]:
+            _, flushed, seconds = line.split()
+            times.setdefault(flushed == "1", []).append(float(seconds))
+        assert len(times.get(True, [])) == 3 and len(times.get(False, [])) == 1, job.describe()
+        assert max(times[True]) < 0.3, (times, job.describe())
+
+
 @tcp_only
 def test_stall_warning_names_the_tensor_and_the_missing_rank():
     job = assert_ok(run_job(3, "stall", env={"THREELC_STALL_CHECK_TIME": "1"}),

@@ -1027,6 +1027,27 @@ def case_stall():
     threelc.shutdown()
 
 
+def case_flush():
+    """Run with THREELC_CYCLE_TIME_MS=1000. An allreduce waits for the next cycle (up to a
+    second here) unless threelc_flush says there is nothing more to come: prints how long
+    three flushed allreduces and an unflushed one took; the sums must be right."""
+    threelc.init()
+    engine.flush()  # harmless with nothing submitted
+    hvd.allreduce(np.ones(1, np.float32), name="warm-up")
+    for flushed in (True, True, True, False):
+        time.sleep(0.3)  # the engine goes idle
+        start = time.monotonic()
+        handle = engine.allreduce(np.full(8, RANK + 1, np.float32), name=f"x.{flushed}",
+                                  op=engine.Sum)
+        if flushed:
+            engine.flush()
+        got = handle.wait()
+        out(f"FLUSH {int(flushed)} {time.monotonic() - start:.3f}")
+        expect_equal(got, np.full(8, SIZE * (SIZE + 1) / 2, np.float32), "flushed allreduce")
+    threelc.shutdown()
+    expect_error(engine.flush, engine.ENOTINIT, "flush after shutdown", "init")
+
+
 def case_dead_peer():
     """The last rank dies (os._exit, no shutdown) while the others wait in an allreduce: they
     get THREELC_EPEER naming it well before THREELC_TIMEOUT, and later submissions are refused
@@ -1376,6 +1397,7 @@ CASES = {
     "stats": case_stats,
     "api": case_api,
     "stall": case_stall,
+    "flush": case_flush,
     "dead_peer": case_dead_peer,
     "stall_timeout": case_stall_timeout,
     "feedback_runaway": case_feedback_runaway,

@@ -133,6 +133,10 @@ threelc_handle threelc_barrier(void);
  * allreduces with the op's identity (zeros for sum) and in allgathers with no rows. The
  * result's value (threelc_result.last_joined_rank) is the rank that joined last. */
 threelc_handle threelc_join(void);
+/* A hint: what this rank has submitted is all it will submit for now (a DDP bucket, the
+ * gradients a step waits for), so the background thread negotiates it at once instead of at its
+ * next cycle (THREELC_CYCLE_TIME_MS). Changes nothing else; THREELC_ENOTINIT before init. */
+int threelc_flush(void);
 
 /* 1 when the operation finished (successfully or not), 0 while pending; negative code for an
  * unknown handle. */

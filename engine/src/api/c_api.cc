@@ -154,6 +154,13 @@ threelc_handle threelc_alltoall(const threelc_tensor* tensor, const threelc_opti
 threelc_handle threelc_barrier(void) { return submit(te::OpKind::kBarrier, nullptr, nullptr); }
 threelc_handle threelc_join(void) { return submit(te::OpKind::kJoin, nullptr, nullptr); }
 
+int threelc_flush(void) {
+  std::shared_lock lock(lib.mutex);
+  if (!lib.engine) return fail(THREELC_ENOTINIT, not_initialized);
+  lib.engine->flush();
+  return THREELC_OK;
+}
+
 int threelc_poll(threelc_handle handle) {
   const int r = lib.handles.poll(handle);
   return r < 0 ? fail(r, "unknown handle " + std::to_string(handle)) : r;

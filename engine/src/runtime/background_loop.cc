@@ -211,12 +211,13 @@ LoopStop BackgroundLoop::run(const std::atomic<bool>& shutdown_requested) {
         // Nothing in flight here: no cycle is needed until something is submitted, but one
         // runs every kIdleCycle all the same, so that rank 0 keeps answering and watching
         // for stalls. A submission is negotiated a cycle time after it arrives, so that what
-        // is submitted with it (the rest of a bucket) goes in the same cycle.
+        // is submitted with it (the rest of a bucket) goes in the same cycle, or at once
+        // after a flush (threelc_flush: the caller has submitted all it will for now).
         const auto idle_since = std::chrono::steady_clock::now();
         parts_.queue->wait_while_idle(idle_since + kIdleCycle, shutdown_requested);
         const auto woken = std::chrono::steady_clock::now();
         if (woken - idle_since >= cycle) next = std::max(next, woken + cycle);
-        if (!shutdown_requested.load()) std::this_thread::sleep_until(next);
+        if (!shutdown_requested.load()) parts_.queue->wait_for_cycle(next, shutdown_requested);
       }
       const bool shutdown = shutdown_requested.load();
       next = std::max(next + cycle, std::chrono::steady_clock::now());

@@ -48,6 +48,9 @@ class Engine {
   // Queues `operation` (its handle and submission time are filled in) and returns its handle.
   // Throws EngineError: THREELC_EDUPLICATE, or the code the engine stopped with.
   Handle submit(Operation operation);
+  // What was submitted is all for now: the background thread negotiates it at once rather
+  // than at its next cycle (threelc_flush).
+  void flush() { queue_.flush(); }
   // This rank's error feedback as a checkpoint blob (threelc_feedback_save / _load): see
   // ErrorFeedbackStore::save and ::load, called here with this rank and job size. Safe from any
   // thread, also while the background thread runs collectives, and after the engine stopped.

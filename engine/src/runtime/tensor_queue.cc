@@ -24,6 +24,7 @@ std::vector<OpRequest> TensorQueue::take_new() {
   std::lock_guard lock(mutex_);
   std::vector<OpRequest> out;
   out.swap(new_);
+  flush_ = false;
   for (const OpRequest& r : out) {
     if (const auto it = in_flight_.find(r.name); it != in_flight_.end()) it->second.sent = true;
   }
@@ -66,6 +67,20 @@ void TensorQueue::wait_while_idle(std::chrono::steady_clock::time_point deadline
                                   const std::atomic<bool>& stop) {
   std::unique_lock lock(mutex_);
   submitted_.wait_until(lock, deadline, [&] { return !in_flight_.empty() || stop.load(); });
+}
+
+void TensorQueue::wait_for_cycle(std::chrono::steady_clock::time_point deadline,
+                                 const std::atomic<bool>& stop) {
+  std::unique_lock lock(mutex_);
+  submitted_.wait_until(lock, deadline, [&] { return flush_ || stop.load(); });
+}
+
+void TensorQueue::flush() {
+  {
+    std::lock_guard lock(mutex_);
+    flush_ = true;
+  }
+  submitted_.notify_all();
 }
 
 void TensorQueue::wake() {

@@ -35,7 +35,13 @@ class TensorQueue {
   // until a submission, `stop` turning true (with wake()), or `deadline`.
   void wait_while_idle(std::chrono::steady_clock::time_point deadline,
                        const std::atomic<bool>& stop);
-  // Ends a wait_while_idle early, once its `stop` has been set.
+  // Blocks until `deadline`, a flush() since the last take_new, or `stop` (with wake()).
+  void wait_for_cycle(std::chrono::steady_clock::time_point deadline,
+                      const std::atomic<bool>& stop);
+  // What was submitted is complete for now (a DDP bucket, the gradients a step waits for):
+  // the next cycle runs at once instead of at its time.
+  void flush();
+  // Ends a wait_while_idle or wait_for_cycle early, once its `stop` has been set.
   void wake();
 
  private:
@@ -49,6 +55,7 @@ class TensorQueue {
   std::condition_variable submitted_;
   std::unordered_map<std::string, Entry> in_flight_;
   std::vector<OpRequest> new_;
+  bool flush_ = false;  // flush() was called since the last take_new
 };
 
 }  // namespace threelc::engine

@@ -290,6 +290,7 @@ _SIGNATURES = {
     "threelc_alltoall": (_handle_t, [ctypes.POINTER(_Tensor), ctypes.POINTER(_Options)]),
     "threelc_barrier": (_handle_t, []),
     "threelc_join": (_handle_t, []),
+    "threelc_flush": (ctypes.c_int, []),
     "threelc_poll": (ctypes.c_int, [_handle_t]),
     "threelc_wait": (ctypes.c_int, [_handle_t, ctypes.c_int64]),
     "threelc_handle_error": (ctypes.c_char_p, [_handle_t]),
@@ -920,6 +921,12 @@ def alltoall(array: np.ndarray, splits: Optional[Sequence[int]] = None, *,
 def barrier() -> Handle:
     """Submits a barrier; ``wait()`` returns None once every rank has submitted one."""
     return _submit("threelc_barrier", "barrier", None, None, None, (), lambda hid: None)
+
+
+def flush() -> None:
+    """A hint that what this rank has submitted is all it will submit for now: the engine
+    negotiates it at once instead of at its next cycle (THREELC_CYCLE_TIME_MS)."""
+    _check(_fn("threelc_flush")(), "threelc_flush")
 
 
 def join() -> Handle:

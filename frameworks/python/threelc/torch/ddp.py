@@ -136,6 +136,7 @@ def ddp_comm_hook(state: DDPHookState,
         wire = state.wire_for(part.nbytes)
         handles.append(_engine.allreduce(part, part, name=name, op=Average,
                                          compression=wire, dtype=dtype))
+    _engine.flush()  # the bucket is all there is to negotiate now
     return _completion.when_done(handles, stage.copy_back, state.timeout,
                                  f"DDP bucket {bucket.index()}")
 
@@ -151,6 +152,7 @@ def _device_bucket(state: DDPHookState, bucket: dist.GradBucket, buffer: torch.T
         wire = state.wire_for(part.numel() * part.element_size())
         handles.append(_tensors.DeviceWork(part).submit(part, name=name, op=Average,
                                                         compression=wire))
+    _engine.flush()
     return _completion.when_done(handles, work.copy_back, state.timeout,
                                  f"DDP bucket {bucket.index()}")
 

@@ -113,6 +113,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p in self._params:
             if p not in self._handles or self._handles[p][0] is None:
                 self._handles[p] = self._allreduce_grad_async(p)
+        if self._handles:
+            _engine.flush()  # every gradient is submitted: nothing more to wait for
         first_error = None
         for p, (handle, (compressed, ctx)) in self._handles.items():
             try:
