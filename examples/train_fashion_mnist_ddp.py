@@ -2,8 +2,9 @@
 """Data-parallel training of a CNN on Fashion-MNIST with torch's DistributedDataParallel.
 
     PYTHONPATH=frameworks/python tools/torchrun --standalone --nproc_per_node 4 \
-        examples/train_fashion_mnist_ddp.py [--hook threelc|none] [--sparsity S] \
-        [--epochs E] [--seed K] [--lr LR] [--batch-size B] [--max-steps N]
+        examples/train_fashion_mnist_ddp.py [--hook threelc|none|fp16|bf16|powersgd] \
+        [--sparsity S] [--powersgd-rank R] [--bucket-cap-mb MB] [--epochs E] [--seed K] \
+        [--lr LR] [--batch-size B] [--max-steps N]
 
 The DistributedDataParallel twin of train_fashion_mnist.py (threelc.torch's Horovod API): the
 same CNN, data, per-rank batch, sharding by rank, seeds and learning-rate schedule, so the two
@@ -13,7 +14,14 @@ one line hands DDP's gradient buckets to the threelc engine, 3LC-compressed with
 
     model.register_comm_hook(threelc.torch.DDPHookState(sparsity=...), threelc.torch.ddp_comm_hook)
 
-With --hook none DDP keeps its default: an uncompressed gloo allreduce of every bucket.
+With --hook none DDP keeps its default: an uncompressed gloo allreduce of every bucket. The
+other hooks are the compressors torch ships, for comparison: fp16 and bf16 (torch's
+fp16_compress_hook / bf16_compress_hook: each bucket cast to 16 bits, allreduced by gloo, cast
+back) and powersgd (torch's PowerSGD hook: rank --powersgd-rank approximations with error
+feedback and warm start, as the PowerSGD paper recommends, after --powersgd-start-step
+uncompressed steps). torch 1.13's PowerSGD over gloo fails when DDP has more than one bucket
+("op.preamble.length <= op.nbytes"): --bucket-cap-mb 1000 puts every gradient in one (the
+first bucket too, which DDP otherwise caps at 1 MiB).
 
 Rank 0 prints progress while it trains and, per epoch, the mean training loss, the test loss
 and accuracy (10,000 images, evaluated in shards and summed), the bytes each rank sent and
@@ -67,13 +75,31 @@ from training import (add_training_arguments, evaluate_locally, load_shard,  # n
                       lr_schedule, parse_training_arguments, torch_threads, train_epoch)
 
 
+HOOKS = ("threelc", "none", "fp16", "bf16", "powersgd")
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--hook", choices=("threelc", "none"), default="threelc",
+    ap.add_argument("--hook", choices=HOOKS, default="threelc",
                     help="DDP communication hook: threelc (3LC through the threelc engine, "
-                         "default) or none (DDP's default gloo allreduce)")
+                         "default), none (DDP's default gloo allreduce), or one of torch's: "
+                         "fp16, bf16, powersgd")
+    ap.add_argument("--powersgd-rank", type=int, default=2,
+                    help="PowerSGD's matrix approximation rank (default 2)")
+    ap.add_argument("--powersgd-start-step", type=int, default=10,
+                    help="steps of uncompressed allreduce before PowerSGD starts (default 10)")
+    ap.add_argument("--bucket-cap-mb", type=float, default=None,
+                    help="DDP's bucket size in MiB, the first bucket's too (default: DDP's, "
+                         "25, and 1 for the first)")
     add_training_arguments(ap)
-    return parse_training_arguments(ap, argv)
+    args = parse_training_arguments(ap, argv)
+    if args.powersgd_rank < 1:
+        ap.error(f"--powersgd-rank {args.powersgd_rank} must be at least 1")
+    if args.powersgd_start_step < 2:  # torch's PowerSGDState refuses 1 with error feedback
+        ap.error(f"--powersgd-start-step {args.powersgd_start_step} must be at least 2")
+    if args.bucket_cap_mb is not None and not args.bucket_cap_mb > 0:
+        ap.error(f"--bucket-cap-mb {args.bucket_cap_mb} must be positive")
+    return args
 
 
 _SS = shutil.which("ss") or next((p for p in ("/usr/bin/ss", "/bin/ss", "/sbin/ss")
@@ -99,6 +125,27 @@ def tcp_bytes_sent():
             if found:
                 total += int(found.group(1))
     return total
+
+
+def register_hook(model, args):
+    """The communication hook --hook names (none: DDP's default allreduce)."""
+    if args.hook == "threelc":
+        import threelc.torch  # noqa: PLC0415 (the other hooks run without the threelc library)
+
+        model.register_comm_hook(threelc.torch.DDPHookState(sparsity=args.sparsity),
+                                 threelc.torch.ddp_comm_hook)
+    elif args.hook in ("fp16", "bf16"):
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: PLC0415
+
+        model.register_comm_hook(None, getattr(default_hooks, f"{args.hook}_compress_hook"))
+    elif args.hook == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook  # noqa: PLC0415
+
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=args.powersgd_rank,
+            start_powerSGD_iter=args.powersgd_start_step, use_error_feedback=True,
+            warm_start=True, random_seed=args.seed)
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
 
 
 def engine_bytes_sent(hook):
@@ -136,31 +183,37 @@ def main(argv=None) -> int:
     # The Horovod example's model. DDP broadcasts rank 0's parameters when it wraps the model,
     # as hvd.broadcast_parameters does there.
     net = make_model(args.model)
-    model = DistributedDataParallel(net)
-    if args.hook == "threelc":
-        import threelc.torch  # noqa: PLC0415 (--hook none runs without the threelc library)
-
-        model.register_comm_hook(threelc.torch.DDPHookState(sparsity=args.sparsity),
-                                 threelc.torch.ddp_comm_hook)
+    bucket = {}
+    if args.bucket_cap_mb is not None:
+        # Every bucket, the first too (DDP caps it at 1 MiB otherwise; torch documents this
+        # variable as the way to change that).
+        bucket["bucket_cap_mb"] = args.bucket_cap_mb
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.bucket_cap_mb * 1024 * 1024)
+    model = DistributedDataParallel(net, **bucket)
+    register_hook(model, args)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     schedule = lr_schedule(optimizer, args, steps_per_epoch * args.epochs)
 
     params = sum(p.numel() for p in model.parameters())
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
-    mode = (f"3LC hook, sparsity {args.sparsity}" if args.hook == "threelc"
-            else "DDP's gloo allreduce (no compression)")
+    mode = {"threelc": f"3LC hook, sparsity {args.sparsity}",
+            "none": "DDP's gloo allreduce (no compression)",
+            "fp16": "torch's fp16_compress_hook", "bf16": "torch's bf16_compress_hook",
+            "powersgd": f"torch's PowerSGD hook, rank {args.powersgd_rank}"}[args.hook]
     log(f"DistributedDataParallel: {args.model.upper()} ({params} parameters) on Fashion-MNIST, "
         f"{size} ranks x batch {args.batch_size}, {steps_per_epoch} steps per epoch, "
         f"{args.epochs} epochs, {mode}, {threads} torch thread(s) per rank", flush=True)
 
     rng = np.random.default_rng(args.seed)
+    step_seconds = []  # this rank's, every step
     measured = _SS is not None
     sent_total, engine_total, accuracy, test_loss, train_seconds = 0.0, 0.0, 0.0, 0.0, 0.0
     for epoch in range(1, args.epochs + 1):
         order = shard.indices[rng.permutation(len(shard.indices))]  # the same on every rank
         sent0, engine0 = tcp_bytes_sent(), engine_bytes_sent(args.hook)
         epoch_start = time.perf_counter()
-        loss_sum = train_epoch(model, optimizer, schedule, shard, order, args, epoch, rank, log)
+        loss_sum = train_epoch(model, optimizer, schedule, shard, order, args, epoch, rank, log,
+                               step_seconds)
         epoch_seconds = time.perf_counter() - epoch_start
         train_seconds += epoch_seconds
         sent1, engine1 = tcp_bytes_sent(), engine_bytes_sent(args.hook)
@@ -200,8 +253,13 @@ def main(argv=None) -> int:
         "bytes_measured_by": "ss tcp_info bytes_sent" if measured else None,
         "seconds": round(seconds, 2),
         "train_seconds": round(train_seconds, 2),
+        # Rank 0's median step (forward, backward, allreduce, optimizer step): robust to the
+        # pauses of a shared machine that a mean over the epoch includes.
+        "median_step_seconds": round(float(np.median(step_seconds)), 5),
         "seconds_per_epoch": round(train_seconds / args.epochs, 2),
         "hook": args.hook,
+        "powersgd_rank": args.powersgd_rank if args.hook == "powersgd" else None,
+        "bucket_cap_mb": args.bucket_cap_mb,
         "ranks": size,
         "epochs": args.epochs,
         "steps": steps,

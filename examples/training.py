@@ -17,21 +17,23 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fashion_mnist import DATA_DIR, MODELS, load_split
+from fashion_mnist import BEST_LR, DATA_DIR, MODELS, load_split
 
 
 def add_training_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--model", choices=MODELS, default="cnn",
-                    help="cnn (default: two convolutions, 322k parameters) or mlp (two hidden "
-                         "layers of 512, 670k parameters)")
+                    help="cnn (default: two convolutions, 322k parameters), mlp (two hidden "
+                         "layers of 512, 670k parameters) or wide (two hidden layers of 3072, "
+                         "11.9M parameters: communication-bound)")
     ap.add_argument("--sparsity", type=float, default=1.0,
                     help="3LC sparsity multiplier s in [1, 2) (default 1.0)")
     ap.add_argument("--epochs", type=int, default=2, help="epochs (default 2)")
     ap.add_argument("--seed", type=int, default=0, help="model and data-order seed")
     ap.add_argument("--batch-size", type=int, default=64, help="per-rank batch (default 64)")
-    ap.add_argument("--lr", type=float, default=0.05,
-                    help="SGD learning rate (default 0.05: uncompressed training's best in the "
-                         "sweep of docs/ACCURACY.md)")
+    ap.add_argument("--lr", type=float, default=None,
+                    help="SGD learning rate (default: uncompressed training's best for the model "
+                         "in the sweep of docs/ACCURACY.md, "
+                         + ", ".join(f"{m} {lr}" for m, lr in BEST_LR.items()) + ")")
     ap.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
                     help="learning rate over the run: cosine decay from --lr to 0 (default) "
                          "or constant")
@@ -51,6 +53,10 @@ def parse_training_arguments(ap: argparse.ArgumentParser, argv) -> argparse.Name
         ap.error("--epochs must be at least 1")
     if not 1.0 <= args.sparsity < 2.0:
         ap.error(f"--sparsity {args.sparsity} is outside [1, 2)")
+    if args.lr is None:
+        args.lr = BEST_LR[args.model]
+    elif not args.lr > 0:
+        ap.error(f"--lr {args.lr} must be positive")
     return args
 
 
@@ -88,12 +94,14 @@ def lr_schedule(optimizer, args, total_steps: int):
 
 
 def train_epoch(model, optimizer, schedule, shard: Shard, order: np.ndarray, args, epoch: int,
-                rank: int, log: Callable) -> float:
-    """One epoch over `order` (this rank's images, shuffled); returns the summed loss.
-    Raises SystemExit naming the step where the loss stops being finite."""
+                rank: int, log: Callable, step_seconds: list) -> float:
+    """One epoch over `order` (this rank's images, shuffled); returns the summed loss and
+    appends each step's wall time to `step_seconds`. Raises SystemExit naming the step where
+    the loss stops being finite."""
     start = time.perf_counter()
     loss_sum = 0.0
     for step in range(1, shard.steps_per_epoch + 1):
+        step_start = time.perf_counter()
         idx = torch.from_numpy(order[(step - 1) * args.batch_size: step * args.batch_size])
         optimizer.zero_grad()
         loss = F.cross_entropy(model(shard.train_x[idx]), shard.train_y[idx])
@@ -101,6 +109,7 @@ def train_epoch(model, optimizer, schedule, shard: Shard, order: np.ndarray, arg
         optimizer.step()
         schedule.step()
         loss_sum += loss.item()
+        step_seconds.append(time.perf_counter() - step_start)
         if not np.isfinite(loss.item()):
             raise SystemExit(f"rank {rank}: loss is {loss.item()} at epoch {epoch} step "
                              f"{step}: training diverged")

@@ -188,3 +188,39 @@ def test_evaluate_measures_every_system_and_writes_its_report(tmp_path):
     for png in ("allreduce_time_vs_bandwidth.png", "bits_per_value_vs_sparsity.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert leftovers("ev") == [] and leftovers("evmpi") == []
+
+
+@needs_netns
+@pytest.mark.skipif(bool(SANITIZER_OPTIONS), reason="a benchmark run: under a sanitizer it "
+                    "measures the sanitizer and runs past its limit")
+def test_evaluate_trains_with_the_peers_and_reports_ratios_to_ddp(tmp_path):
+    # Training only, cut short: threelc's 3LC through the Horovod API and two of the peers a
+    # user has without threelc, on an emulated 10 Gbit/s link and on loopback (threelcrun's
+    # ranks on this machine, no emulated link). Every run must be recorded with its bytes, and
+    # the report must give each method's figures as ratios to DDP's from the same run.
+    out = tmp_path / "eval"
+    methods = "threelc 3LC,DDP,DDP PowerSGD r1"
+    proc = subprocess.run([PYTHON, str(REPO / "tools" / "evaluate"), "--only", "training",
+                           "--training-rates", "loopback,10gbit", "--models", "cnn",
+                           "--methods", methods, "--epochs", "2", "--max-steps", "6",
+                           "--training-rounds", "1", "--target-accuracy", "0.3",
+                           "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, cwd=str(REPO))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["rate"], r["label"]) for r in records) == sorted(
+        (rate, label) for rate in ("loopback", "10gbit") for label in methods.split(",")), \
+        proc.stderr[-3000:]
+    for r in records:
+        assert r["model"] == "cnn" and len(r["epochs"]) == 2 and r["summary"]["steps"] == 12, r
+    by = {(r["rate"], r["label"]): r["summary"] for r in records}
+    # 3LC and PowerSGD (after its uncompressed start) send fewer bytes than DDP.
+    assert by[("10gbit", "threelc 3LC")]["bytes_sent_per_rank"] * 5 < \
+        by[("10gbit", "DDP")]["mb_sent_per_rank"] * 1e6
+    report = (out / "report.md").read_text()
+    for rate in ("loopback", "10gbit"):
+        assert f"### Training cnn at {rate}" in report, report
+    assert "| DDP | " in report and "(1.00x)" in report, report
+    assert "| DDP PowerSGD r1 | " in report and "| threelc 3LC | " in report, report
+    assert (out / "accuracy_vs_time_cnn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert leftovers("evt") == []

@@ -72,12 +72,34 @@ def test_example_trains_and_reports(compression):
 
 @pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} missing (dataset-fashion-mnist)")
 def test_example_trains_the_mlp():
-    """--model mlp: the second model, 3LC-compressed at the engine's defaults."""
+    """--model mlp: the second model, 3LC-compressed at the engine's defaults, at its own best
+    learning rate (0.2, the CNN's is 0.05) unless --lr is given."""
     summary, stdout = run_example("--model", "mlp")
     assert "MLP (669706 parameters)" in stdout, stdout
     assert summary["model"] == "mlp" and summary["steps"] == 15, summary
+    assert summary["lr"] == 0.2, summary
     assert summary["test_accuracy"] > 0.3, summary
     assert summary["compression_ratio"] > 10, summary
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} missing (dataset-fashion-mnist)")
+def test_example_trains_the_wide_mlp_with_fp16():
+    """--model wide (the communication-bound model) with Horovod's fp16: float16 gradients sent
+    raw, so half the bytes of the float32 allreduce; the CNN's default learning rate is not
+    the wide model's."""
+    summary, stdout = run_example("--model", "wide", "--compression", "fp16", "--max-steps", "5")
+    assert "WIDE (11882506 parameters)" in stdout, stdout
+    assert summary["compression"] == "fp16" and summary["sparsity"] is None, summary
+    assert 1.9 < summary["compression_ratio"] < 2.05, summary
+    assert summary["lr"] != 0.05, summary
+
+
+@pytest.mark.parametrize("example", ["train_fashion_mnist.py", "train_fashion_mnist_ddp.py"])
+def test_example_refuses_a_learning_rate_that_is_not_positive(example):
+    proc = subprocess.run([PYTHON, str(REPO / "examples" / example), "--lr", "0"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "frameworks" / "python")})
+    assert proc.returncode == 2 and "--lr 0.0 must be positive" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("example", ["train_fashion_mnist.py", "train_fashion_mnist_ddp.py"])
@@ -126,3 +148,28 @@ def test_ddp_example_trains_and_reports(hook):
         assert summary["sparsity"] == 1.0
         # The engine's own count is part of what the kernel saw this process send.
         assert 0 < summary["engine_mb_sent_per_rank"] <= summary["mb_sent_per_rank"], summary
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} missing (dataset-fashion-mnist)")
+@pytest.mark.parametrize("hook, ratio", [("fp16", (1.9, 2.02)), ("powersgd", (2.0, 1000))])
+def test_ddp_example_runs_torchs_compression_hooks(hook, ratio):
+    """The peers a user has without threelc: torch's fp16 hook halves gloo's bytes; PowerSGD
+    (rank 1, after 5 uncompressed steps, one bucket: torch 1.13 over gloo fails with several)
+    sends far fewer once it starts."""
+    extra = ["--powersgd-rank", "1", "--powersgd-start-step", "5",
+             "--bucket-cap-mb", "1000"] if hook == "powersgd" else []
+    summary, stdout = run_ddp_example("--hook", hook, *extra)
+    assert summary["hook"] == hook and summary["steps"] == 15, summary
+    assert summary["engine_mb_sent_per_rank"] is None, summary
+    assert 0.3 < summary["test_accuracy"] <= 1.0, summary
+    assert ratio[0] < summary["compression_ratio"] < ratio[1], summary
+    if hook == "powersgd":
+        assert summary["powersgd_rank"] == 1 and summary["bucket_cap_mb"] == 1000, summary
+        assert "PowerSGD hook, rank 1" in stdout, stdout
+
+
+def test_ddp_example_refuses_a_powersgd_start_it_cannot_use():
+    proc = subprocess.run([PYTHON, str(REPO / "examples" / "train_fashion_mnist_ddp.py"),
+                           "--hook", "powersgd", "--powersgd-start-step", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--powersgd-start-step 1 must be at least 2" in proc.stderr

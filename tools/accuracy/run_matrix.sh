@@ -21,17 +21,21 @@
 #            THREELC_MIN_COMPRESS_BYTES=64K), seeds 0-2
 #   ddp      at LR, 4 ranks: examples/train_fashion_mnist_ddp.py under tools/torchrun, DDP
 #            alone and with the 3LC hook at the engine's defaults (or SETTINGS), seeds 0-2
-# EPOCHS (default 2) sets the epochs of every run, SEEDS (default "0 1 2") the seeds, LR (default
-# 0.05, the uncompressed run's best) the learning rate of every part but lr, RANKS (default
-# "4 8") the job sizes of the none, defaults and paper parts (batch 256 / ranks per rank), MODEL (cnn or mlp,
-# default cnn) the examples' model.
+#   peers    at LR, 4 ranks: the compressors a user has without 3LC: Horovod's fp16 through the
+#            engine, and under DDP torch's fp16 hook and PowerSGD of rank 1, 2 and 4
+#            (POWERSGD_RANKS sets the list; one bucket, error feedback, warm start), seeds 0-2
+# EPOCHS (default 2) sets the epochs of every run, SEEDS (default "0 1 2") the seeds, LR (default:
+# the model's, the uncompressed run's best, examples/fashion_mnist.py's BEST_LR) the learning
+# rate of every part but lr, RANKS (default "4 8") the job sizes of the none, defaults and paper
+# parts (batch 256 / ranks per rank), MODEL (cnn, mlp or wide; default cnn) the examples' model.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 part=${1:-all}
 results=${RESULTS:-accuracy_results.jsonl}
 epochs=${EPOCHS:-2}
-lr=${LR:-0.05}
 model=${MODEL:-cnn}
+lr=${LR:-$(cd "$root/examples" && /usr/bin/python3 -c \
+  "import sys; from fashion_mnist import BEST_LR; print(BEST_LR[sys.argv[1]])" "$model")}
 # Engine variables of the next compressed runs, e.g. THREELC_SCALE_TILE=320 ("": the engine's
 # defaults): SETTINGS, to which the chunks, tiles and tiles8 parts add their own variable.
 settings=${SETTINGS:-}
@@ -39,11 +43,15 @@ logs="${results%.jsonl}.logs"
 mkdir -p "$logs"
 export PYTHONPATH="$root/frameworks/python${PYTHONPATH:+:$PYTHONPATH}"
 
+# Arguments of the DDP example's hook for the next runs (e.g. --powersgd-rank 2).
+hook_args=""
+
 run() {  # run NP BATCH ALGORITHM COMPRESSION SPARSITY SEED [LR]
   local np=$1 batch=$2 algorithm=$3 compression=$4 sparsity=$5 seed=$6 run_lr=${7:-$lr} line
   local settings=$settings
-  [[ $compression == none ]] && settings=""  # nothing of them applies to uncompressed runs
+  [[ $compression != threelc ]] && settings=""  # they are 3LC's: none applies to the others
   local tag=${settings:+-${settings//[^A-Za-z0-9=.]/_}} prefix=${model#cnn}
+  tag+=${hook_args:+-${hook_args//[^A-Za-z0-9=.]/_}}
   local log="$logs/${prefix:+$prefix-}np$np-$algorithm-$compression-s$sparsity$tag-lr$run_lr-e$epochs-seed$seed.log"
   echo "== $model, $np ranks, batch $batch, $algorithm, $compression s=$sparsity $settings, lr $run_lr, seed $seed ($log)" >&2
   local common=(--model "$model" --epochs "$epochs" --batch-size "$batch" --seed "$seed"
@@ -52,7 +60,7 @@ run() {  # run NP BATCH ALGORITHM COMPRESSION SPARSITY SEED [LR]
     # shellcheck disable=SC2086  # settings is a list of VAR=value words
     env $settings "$root/tools/torchrun" --standalone --nproc_per_node "$np" \
       "$root/examples/train_fashion_mnist_ddp.py" "${common[@]}" --hook "$compression" \
-      --sparsity "$sparsity" > "$log" 2>&1 || true
+      --sparsity "$sparsity" $hook_args > "$log" 2>&1 || true
   else
     # shellcheck disable=SC2086
     env $settings THREELC_ALLREDUCE="$algorithm" \
@@ -68,6 +76,7 @@ run() {  # run NP BATCH ALGORITHM COMPRESSION SPARSITY SEED [LR]
       "$model" "$np" "$compression" "$sparsity" "$algorithm" "$seed" "$epochs" "$run_lr" "$why")
   fi
   if [[ -n $settings ]]; then line="${line%\}}, \"settings\": \"$settings\"}"; fi
+  if [[ -n $hook_args ]]; then line="${line%\}}, \"hook_args\": \"$hook_args\"}"; fi
   echo "$line" | tee -a "$results" >&2
 }
 
@@ -127,7 +136,16 @@ case $part in
     done ;;
   ddp)
     for s in "${seeds[@]}"; do run 4 64 ddp none 1.0 "$s"; run 4 64 ddp threelc 1.0 "$s"; done ;;
+  peers)
+    read -r -a powersgd_ranks <<< "${POWERSGD_RANKS:-1 2 4}"
+    for s in "${seeds[@]}"; do
+      run 4 64 push_pull fp16 1.0 "$s"
+      run 4 64 ddp fp16 1.0 "$s"
+      for r in "${powersgd_ranks[@]}"; do
+        hook_args="--powersgd-rank $r --bucket-cap-mb 1000" run 4 64 ddp powersgd 1.0 "$s"
+      done
+    done ;;
   parity4|parity8|ring) ;;
-  *) echo "usage: $0 [parity4|parity8|ring|sweep|all|lr|chunks|tiles|tiles8|none|defaults|paper|ddp]" >&2
+  *) echo "usage: $0 [parity4|parity8|ring|sweep|all|lr|chunks|tiles|tiles8|none|defaults|paper|ddp|peers]" >&2
      exit 2 ;;
 esac

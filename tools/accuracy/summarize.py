@@ -5,7 +5,8 @@
 
 One row per configuration (ranks, epochs, learning rate, allreduce algorithm, compression,
 sparsity, engine settings such as THREELC_SCALE_TILE): the seeds run, mean test accuracy (and per seed), its difference
-from the uncompressed runs with the same ranks, epochs and learning rate, in percentage points, the mean compression ratio, and the runs that failed
+from the uncompressed runs with the same ranks, epochs and learning rate, in percentage points, with its standard
+error (from the seeds' spread on both sides), the mean compression ratio, and the runs that failed
 (diverged) with their first error line. Several results files may be given. When the runs' logs are next to a results file
 (RESULTS.logs/, as run_matrix.sh keeps them), it also counts the engine's error-feedback
 warnings (runaway and non-finite gradient lines) per configuration.
@@ -25,9 +26,12 @@ WARNING = re.compile(r"running away|NaN or Inf")
 
 def key(run: dict) -> tuple:
     """(model, ranks, epochs, lr, algorithm, compression, sparsity, settings). Runs of the DDP
-    example (they carry "hook") are algorithm "ddp", compression "threelc" with the 3LC hook."""
+    example (they carry "hook") are algorithm "ddp", compression their hook ("threelc" with the
+    3LC hook, "powersgd r2" with PowerSGD of rank 2)."""
     if "hook" in run:
-        algorithm, compression = "ddp", "threelc" if run["hook"] == "threelc" else "none"
+        algorithm, compression = "ddp", run["hook"]
+        if compression == "powersgd":
+            compression += f" r{run.get('powersgd_rank')}"
     else:
         algorithm, compression = run.get("algorithm", "push_pull"), run["compression"]
     sparsity = run.get("sparsity") if compression == "threelc" else None
@@ -44,7 +48,7 @@ def baseline_key(k: tuple) -> tuple:
 
 def label(k: tuple) -> str:
     model, ranks, epochs, lr, algorithm, compression, sparsity, settings = k
-    what = "none" if compression == "none" else f"3LC s={sparsity:g}"
+    what = f"3LC s={sparsity:g}" if compression == "threelc" else compression
     if settings:
         what += f", `{settings}`"
     return f"| {model} | {ranks} | {epochs} | {lr:g} | {algorithm} | {what} "
@@ -58,7 +62,10 @@ def warnings_in(run: dict) -> int:
     sparsity = run.get("sparsity")
     chunk = "-" + re.sub(r"[^A-Za-z0-9=.]", "_", settings) if settings else ""
     prefix = "" if model == "cnn" else f"{model}-"
-    stem = (f"{prefix}np{ranks}-{algorithm}-{compression}-"
+    if run.get("hook_args"):  # the DDP example's hook arguments run_matrix.sh gave
+        chunk += "-" + re.sub(r"[^A-Za-z0-9=.]", "_", run["hook_args"])
+    hook = run.get("hook")
+    stem = (f"{prefix}np{ranks}-{algorithm}-{hook or compression}-"
             f"s{sparsity if sparsity is not None else '1.0'}")
     path = logs / f"{stem}{chunk}-lr{run.get('lr')}-e{run.get('epochs')}-seed{run['seed']}.log"
     if not path.exists():  # logs of run_matrix.sh before it named the learning rate
@@ -67,6 +74,16 @@ def warnings_in(run: dict) -> int:
         return 0
     return sum(1 for line in path.read_text(errors="replace").splitlines()
                if WARNING.search(line))
+
+
+def standard_error(runs: list, baseline: list | None) -> float | None:
+    """The standard error, in pp, of the difference between the mean accuracies of `runs` and
+    of `baseline` (independent samples: sqrt(var_a / n_a + var_b / n_b)); None with fewer than
+    two of either."""
+    if not baseline or len(runs) < 2 or len(baseline) < 2:
+        return None
+    return 100 * (statistics.variance(runs) / len(runs) +
+                  statistics.variance(baseline) / len(baseline)) ** 0.5
 
 
 def main(argv) -> int:
@@ -85,10 +102,11 @@ def main(argv) -> int:
     for k, runs in groups.items():
         ok = [r["test_accuracy"] for r in runs if not r.get("failed")]
         if k[5] == "none" and k[4] in ("push_pull", "ddp") and ok:
-            baseline[baseline_key(k)] = statistics.mean(ok)
+            baseline[baseline_key(k)] = ok
     print("| model | ranks | epochs | lr | allreduce | compression | seeds | mean test accuracy | "
-          "per seed | vs none (pp) | compression ratio | failed | EF warnings |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "per seed | vs none (pp) | standard error (pp) | compression ratio | failed | "
+          "EF warnings |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for k in sorted(groups, key=lambda k: (k[:4], k[4] == "ddp", k[4] != "push_pull",
                                            k[5] != "none", k[6] or 0, k[7])):
         runs = sorted(groups[k], key=lambda r: r["seed"])
@@ -96,7 +114,8 @@ def main(argv) -> int:
         acc = [r["test_accuracy"] for r in ok]
         mean = statistics.mean(acc) if acc else float("nan")
         base = baseline.get(baseline_key(k))
-        delta = (mean - base) * 100 if acc and base is not None else float("nan")
+        delta = (mean - statistics.mean(base)) * 100 if acc and base else float("nan")
+        error = standard_error(acc, base) if k[5] != "none" else None
         ratio = statistics.mean(r["compression_ratio"] for r in ok) if ok else float("nan")
         per_seed = ", ".join(f"{r['test_accuracy']:.4f}" if not r.get("failed") else "failed"
                              for r in runs)
@@ -104,7 +123,7 @@ def main(argv) -> int:
         why = "; ".join(f"seed {r['seed']}: {r.get('why', '')[:80]}" for r in failed)
         warnings = sum(warnings_in(r) for r in runs)
         print(f"{label(k)}| {len(runs)} | {mean:.4f} | {per_seed} | {delta:+.2f} | "
-              f"{ratio:.1f}x | {len(failed)}{' (' + why + ')' if why else ''} | {warnings} |")
+              f"{'' if error is None else f'{error:.2f}'} | {ratio:.1f}x | {len(failed)}{' (' + why + ')' if why else ''} | {warnings} |")
     return 0
 
 

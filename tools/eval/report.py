@@ -5,12 +5,19 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+import methods
+
 RATE_BITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
 TARGETS = {"100mbit": 20.0, "1gbit": 10.0, "10gbit": 1.0}  # 3LC s=1.0 over gloo at 100 MB
 DEFAULT_3LC = "threelc 3LC s=1.0"
 
 
+LOOPBACK = "loopback"  # a rate of tools/evaluate: the ranks on this machine, no emulated link
+
+
 def rate_bits(rate):
+    if rate == LOOPBACK:
+        return float("inf")
     for unit, scale in RATE_BITS.items():
         if rate.endswith(unit):
             return float(rate[:-len(unit)]) * scale
@@ -89,25 +96,45 @@ def label_order(label):
     return (order.index(label) if label in order else len(order), label)
 
 
-def training_rows(records, target):
-    """(rate, label) -> medians of seconds per epoch, final accuracy, seconds to target."""
+def target_for(targets, model):
+    """The accuracy to reach for `model`: targets is a float or {model: float}."""
+    return targets.get(model) if isinstance(targets, dict) else targets
+
+
+def step_seconds(record):
+    """A run's time per step: the median step of rank 0 where the example reports it (robust
+    to a shared machine's pauses), else its training seconds over its steps."""
+    summary = record["summary"]
+    if summary.get("median_step_seconds"):
+        return summary["median_step_seconds"]
+    if record["epochs"] and summary.get("steps"):
+        return sum(e["seconds"] for e in record["epochs"]) / summary["steps"]
+    return None
+
+
+def training_rows(records, targets):
+    """(model, rate, label) -> medians of seconds per step, bytes per step, final accuracy and
+    seconds to the model's target accuracy."""
     groups = defaultdict(list)
     for r in records:
-        groups[(r["rate"], r["label"])].append(r)
+        groups[(r.get("model", "cnn"), r["rate"], r["label"])].append(r)
     rows = {}
     for key, rs in groups.items():
-        per_epoch = [statistics.mean(e["seconds"] for e in r["epochs"]) for r in rs if r["epochs"]]
+        target = target_for(targets, key[0])
+        per_step = [step_seconds(r) for r in rs if step_seconds(r)]
+        sent = [b for b in (methods.bytes_per_step(r["summary"]) for r in rs) if b]
         final = [r["epochs"][-1]["accuracy"] for r in rs if r["epochs"]]
         to_target = []
         for r in rs:
             elapsed = 0.0
             for e in r["epochs"]:
                 elapsed += e["seconds"]
-                if e["accuracy"] >= target:
+                if target is not None and e["accuracy"] >= target:
                     to_target.append(elapsed)
                     break
         rows[key] = {
-            "per_epoch": statistics.median(per_epoch) if per_epoch else None,
+            "per_step": statistics.median(per_step) if per_step else None,
+            "bytes_per_step": statistics.median(sent) if sent else None,
             "final": statistics.median(final) if final else None,
             "to_target": statistics.median(to_target) if len(to_target) == len(rs) else None,
             "reached": f"{len(to_target)}/{len(rs)}", "n": len(rs),
@@ -115,30 +142,43 @@ def training_rows(records, target):
     return rows
 
 
-def training_tables(rows, target, max_steps):
-    steps = f" of {max_steps} steps" if max_steps else ""
+def times(baseline, value):
+    """baseline / value as " (1.23x)", or "" when either is missing."""
+    return f" ({baseline / value:.2f}x)" if baseline and value else ""
+
+
+def training_tables(rows, targets):
     lines = []
-    for rate in sorted({k[0] for k in rows}, key=rate_bits):
-        gloo = rows.get((rate, "gloo DDP"))
-        lines += [f"### Training at {rate}", "",
-                  f"| system | s per epoch{steps} (x gloo DDP) | final test accuracy | "
-                  f"s to {target:g} (runs that reached it) | runs |",
-                  "| --- | --- | --- | --- | --- |"]
-        for label in ("threelc 3LC", "threelc none", "gloo DDP"):
-            row = rows.get((rate, label))
-            if row is None or row["per_epoch"] is None:
+    for model, rate in sorted({k[:2] for k in rows}, key=lambda k: (k[0], rate_bits(k[1]))):
+        base = rows.get((model, rate, methods.BASELINE), {})
+        target = target_for(targets, model)
+        lines += [f"### Training {model} at {rate}", "",
+                  f"Ratios are {methods.BASELINE}'s median over the method's (above 1: faster, "
+                  "fewer bytes).", "",
+                  f"| method | s per step, median (x {methods.BASELINE}) | MB sent per step per rank "
+                  f"(x fewer) | final test accuracy (pp vs {methods.BASELINE}) | s to {target:g} "
+                  f"(x {methods.BASELINE}; runs that reached it) | runs |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for label in methods.LABELS:
+            row = rows.get((model, rate, label))
+            if row is None or row["per_step"] is None:
                 continue
-            speed = (f" ({gloo['per_epoch'] / row['per_epoch']:.2f}x)"
-                     if gloo and gloo["per_epoch"] and row["per_epoch"] else "")
-            to_target = (f"{row['to_target']:.1f}" if row["to_target"] is not None
-                         else "not reached")
-            lines.append(f"| {label} | {row['per_epoch']:.1f}{speed} | {row['final']:.4f} | "
-                         f"{to_target} ({row['reached']}) | {row['n']} |")
+            sent = (f"{row['bytes_per_step'] / 1e6:.3f}"
+                    f"{times(base.get('bytes_per_step'), row['bytes_per_step'])}"
+                    if row["bytes_per_step"] else "-")
+            gap = (f" ({(row['final'] - base['final']) * 100:+.2f})"
+                   if base.get("final") is not None else "")
+            to_target = (f"{row['to_target']:.1f}{times(base.get('to_target'), row['to_target'])}"
+                         if row["to_target"] is not None else "not reached")
+            lines.append(f"| {label} | {row['per_step']:.3f}"
+                         f"{times(base.get('per_step'), row['per_step'])} | {sent} | "
+                         f"{row['final']:.4f}{gap} | {to_target} ({row['reached']}) | "
+                         f"{row['n']} |")
         lines.append("")
     return lines
 
 
-def plots(out, medians, training, target):
+def plots(out, medians, training, targets):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -188,13 +228,14 @@ def plots(out, medians, training, target):
             plt.close(fig)
             made.append("bits_per_value_vs_sparsity.png")
 
-    if training:
-        rates = sorted({r["rate"] for r in training}, key=rate_bits)
+    for model in sorted({r.get("model", "cnn") for r in training}):
+        runs_of_model = [r for r in training if r.get("model", "cnn") == model]
+        rates = sorted({r["rate"] for r in runs_of_model}, key=rate_bits)
         fig, axes = plt.subplots(1, len(rates), figsize=(max(6.4, 4.8 * len(rates)), 4.4),
                                  squeeze=False)
         for ax, rate in zip(axes[0], rates):
-            for label in ("threelc 3LC", "threelc none", "gloo DDP"):
-                runs = [r for r in training if r["rate"] == rate and r["label"] == label]
+            for label in methods.LABELS:
+                runs = [r for r in runs_of_model if r["rate"] == rate and r["label"] == label]
                 for i, r in enumerate(runs):
                     elapsed, xs, ys = 0.0, [], []
                     for e in r["epochs"]:
@@ -203,31 +244,37 @@ def plots(out, medians, training, target):
                         ys.append(e["accuracy"])
                     ax.plot(xs, ys, marker="o", alpha=0.8, color=color_of(label),
                             label=label if i == 0 else None)
-            ax.axhline(target, linestyle="--", color="grey", linewidth=0.8)
+            target = target_for(targets, model)
+            if target is not None:
+                ax.axhline(target, linestyle="--", color="grey", linewidth=0.8)
             ax.set_title(f"{rate}")
+            ax.set_xscale("log")
             ax.set_xlabel("training wall time (s)")
             ax.set_ylabel("test accuracy")
             ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=8)
-        fig.suptitle("Fashion-MNIST on 4 emulated hosts: test accuracy against wall time",
-                     fontsize=10)
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{model} on Fashion-MNIST, 4 emulated hosts: test accuracy against wall "
+                     "time", fontsize=10)
         fig.tight_layout()
-        fig.savefig(out / "accuracy_vs_time.png", dpi=110)
+        name = f"accuracy_vs_time_{model}.png"
+        fig.savefig(out / name, dpi=110)
         plt.close(fig)
-        made.append("accuracy_vs_time.png")
+        made.append(name)
     return made
 
 
 def color_of(label):
-    return {"threelc 3LC": "tab:blue", "threelc none": "tab:orange",
-            "gloo DDP": "tab:green"}.get(label, "tab:grey")
+    colors = ("tab:blue", "tab:cyan", "tab:purple", "tab:orange", "black", "tab:olive",
+              "tab:brown", "tab:red", "tab:pink", "tab:green")
+    return colors[methods.LABELS.index(label) % len(colors)] if label in methods.LABELS \
+        else "tab:grey"
 
 
 def write_report(out):
     out = Path(out)
     allreduce, training = load(out)
     settings = json.loads((out / "settings.json").read_text())
-    target = settings.get("target_accuracy", 0.85)
+    targets = settings.get("target_accuracy", 0.85)
     medians = allreduce_medians(allreduce)
     lines = [f"# Evaluation run {settings.get('date')} (commit {settings.get('commit')})", "",
              f"`{settings.get('command', 'tools/evaluate')}` with "
@@ -235,10 +282,10 @@ def write_report(out):
              ""]
     if medians:
         lines += target_lines(medians) + allreduce_tables(medians)
-    rows = training_rows(training, target)
+    rows = training_rows(training, targets)
     if rows:
-        lines += training_tables(rows, target, settings.get("max_steps", 0))
-    made = plots(out, medians, training, target)
+        lines += training_tables(rows, targets)
+    made = plots(out, medians, training, targets)
     lines += [f"![{name}]({name})" for name in made]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -1,0 +1,83 @@
+"""The training methods tools/evaluate compares, and how each one's job is started.
+
+Every method trains the same model on the same data, shards, seeds and schedule: the Horovod
+API methods run examples/train_fashion_mnist.py under threelcrun (the engine), the DDP ones
+examples/train_fashion_mnist_ddp.py with torch's DistributedDataParallel over gloo and one
+communication hook. "DDP" (no hook) is the baseline every ratio is taken against.
+"""
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TRAIN = REPO / "examples" / "train_fashion_mnist.py"
+TRAIN_DDP = REPO / "examples" / "train_fashion_mnist_ddp.py"
+BASELINE = "DDP"
+
+
+@dataclass(frozen=True)
+class Method:
+    label: str
+    api: str                      # "horovod" (threelc.torch) or "ddp" (DistributedDataParallel)
+    arguments: tuple              # the example's arguments that select the method
+    needs_torch2: bool = False    # not offered by torch 1.13 over gloo
+    lr: dict = field(default_factory=dict)  # model -> learning rate, where not the model's best
+
+
+# One bucket for PowerSGD: torch 1.13's PowerSGD over gloo fails with several
+# ("op.preamble.length <= op.nbytes"), see examples/train_fashion_mnist_ddp.py.
+_POWERSGD = ("--hook", "powersgd", "--bucket-cap-mb", "1000", "--powersgd-rank")
+
+METHODS = (
+    Method("threelc 3LC", "horovod", ("--compression", "threelc")),
+    Method("threelc 3LC hook", "ddp", ("--hook", "threelc")),
+    Method("threelc fp16", "horovod", ("--compression", "fp16")),
+    Method("threelc none", "horovod", ("--compression", "none")),
+    Method(BASELINE, "ddp", ("--hook", "none")),
+    Method("DDP fp16", "ddp", ("--hook", "fp16")),
+    Method("DDP bf16", "ddp", ("--hook", "bf16"), needs_torch2=True),
+    Method("DDP PowerSGD r1", "ddp", (*_POWERSGD, "1")),
+    Method("DDP PowerSGD r2", "ddp", (*_POWERSGD, "2")),
+    Method("DDP PowerSGD r4", "ddp", (*_POWERSGD, "4")),
+)
+LABELS = tuple(m.label for m in METHODS)
+
+
+def by_label(labels):
+    """The methods named in `labels` (comma-separated, or "all"), in METHODS' order."""
+    if labels == "all":
+        return METHODS
+    wanted = [w.strip() for w in labels.split(",") if w.strip()]
+    unknown = [w for w in wanted if w not in LABELS]
+    if unknown:
+        raise ValueError(f"unknown method(s) {', '.join(map(repr, unknown))}: "
+                         f"known are {', '.join(LABELS)}")
+    return tuple(m for m in METHODS if m.label in wanted)
+
+
+def command(method, python, model, common):
+    """The emulated cluster's job for `method`: argv run on every host by threelcrun."""
+    lr = method.lr.get(model)
+    arguments = [*method.arguments, "--model", model, *common,
+                 *(["--lr", str(lr)] if lr is not None else [])]
+    if method.api == "horovod":
+        return [python, str(TRAIN), *arguments]
+    # DDP takes torch's rendezvous variables from the ones threelcrun sets; the coordinator's
+    # port + 1 is free (the engine, started by the threelc hook only, listens on the port).
+    ddp = ("RANK=$THREELC_RANK WORLD_SIZE=$THREELC_SIZE LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 "
+           "MASTER_ADDR=${THREELC_COORDINATOR%:*} "
+           "MASTER_PORT=$((${THREELC_COORDINATOR##*:} + 1)) "
+           f"exec {shlex.quote(python)} {shlex.quote(str(TRAIN_DDP))} "
+           + " ".join(shlex.quote(a) for a in arguments))
+    return ["sh", "-c", ddp]
+
+
+def bytes_per_step(summary):
+    """Bytes one rank sent per training step, from the example's JSON summary."""
+    steps = summary.get("steps") or 0
+    if "bytes_sent_per_rank" in summary:  # the Horovod example (the engine's count)
+        sent = summary["bytes_sent_per_rank"]
+    else:  # the DDP example (every TCP socket's count), MB
+        sent = (summary.get("mb_sent_per_rank") or 0) * 1e6
+    return sent / steps if steps and sent else None
