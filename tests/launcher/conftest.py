@@ -64,6 +64,7 @@ def run_env():
     env = dict(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.pop("THREELC_SSH_PORT", None)
+    env.pop("OMP_NUM_THREADS", None)  # threelcrun sets it for ranks sharing a host
     return env
 
 

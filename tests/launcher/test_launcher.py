@@ -65,8 +65,17 @@ def test_env_local(n, tmp_path, run_env):
         for unset in ("THREELC_TRANSPORT", "THREELC_COMPRESSION", "THREELC_SPARSITY",
                       "THREELC_TIMELINE", "THREELC_START_TIMEOUT"):
             assert e[unset] is None
+        # Ranks sharing a host get one OpenMP thread each (as under torchrun); alone, none set.
+        assert e["OMP_NUM_THREADS"] == ("1" if n > 1 else None)
     assert sorted(r.stdout.splitlines()) == [f"[{i}] env written by rank {i}" for i in range(n)]
     assert sorted(r.stderr.splitlines()) == [f"[{i}] stderr of rank {i}" for i in range(n)]
+
+
+@needs_library
+def test_omp_num_threads_of_the_caller_is_kept(tmp_path, run_env):
+    run_env["OMP_NUM_THREADS"] = "3"
+    assert launch(["-np", 2, PYTHON, HELPER, "env", tmp_path], run_env).returncode == 0
+    assert [e["OMP_NUM_THREADS"] for e in read_envs(tmp_path, 2)] == ["3", "3"]
 
 
 @needs_library
