@@ -222,5 +222,9 @@ def test_evaluate_trains_with_the_peers_and_reports_ratios_to_ddp(tmp_path):
         assert f"### Training cnn at {rate}" in report, report
     assert "| DDP | " in report and "(1.00x)" in report, report
     assert "| DDP PowerSGD r1 | " in report and "| threelc 3LC | " in report, report
+    # The fast-link target's verdict for each rate, and the row of the choice table.
+    for rate in ("loopback", "10gbit"):
+        assert f"- cnn {rate} threelc 3LC: step " in report, report
+        assert f"| cnn | {rate} | " in report, report
     assert (out / "accuracy_vs_time_cnn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert leftovers("evt") == []

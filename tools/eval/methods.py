@@ -23,6 +23,7 @@ class Method:
     arguments: tuple              # the example's arguments that select the method
     needs_torch2: bool = False    # not offered by torch 1.13 over gloo
     lr: dict = field(default_factory=dict)  # model -> learning rate, where not the model's best
+    peer: bool = False            # what a user would pick without threelc's 3LC
 
 
 # One bucket for PowerSGD: torch 1.13's PowerSGD over gloo fails with several
@@ -32,16 +33,19 @@ _POWERSGD = ("--hook", "powersgd", "--bucket-cap-mb", "1000", "--powersgd-rank")
 METHODS = (
     Method("threelc 3LC", "horovod", ("--compression", "threelc")),
     Method("threelc 3LC hook", "ddp", ("--hook", "threelc")),
-    Method("threelc fp16", "horovod", ("--compression", "fp16")),
+    Method("threelc fp16", "horovod", ("--compression", "fp16"), peer=True),  # Horovod's fp16
     Method("threelc none", "horovod", ("--compression", "none")),
-    Method(BASELINE, "ddp", ("--hook", "none")),
-    Method("DDP fp16", "ddp", ("--hook", "fp16")),
-    Method("DDP bf16", "ddp", ("--hook", "bf16"), needs_torch2=True),
-    Method("DDP PowerSGD r1", "ddp", (*_POWERSGD, "1")),
-    Method("DDP PowerSGD r2", "ddp", (*_POWERSGD, "2")),
-    Method("DDP PowerSGD r4", "ddp", (*_POWERSGD, "4")),
+    Method(BASELINE, "ddp", ("--hook", "none"), peer=True),
+    Method("DDP fp16", "ddp", ("--hook", "fp16"), peer=True),
+    Method("DDP bf16", "ddp", ("--hook", "bf16"), needs_torch2=True, peer=True),
+    Method("DDP PowerSGD r1", "ddp", (*_POWERSGD, "1"), peer=True),
+    Method("DDP PowerSGD r2", "ddp", (*_POWERSGD, "2"), peer=True),
+    Method("DDP PowerSGD r4", "ddp", (*_POWERSGD, "4"), peer=True),
 )
 LABELS = tuple(m.label for m in METHODS)
+PEERS = tuple(m.label for m in METHODS if m.peer)
+THREELC_3LC = ("threelc 3LC", "threelc 3LC hook")  # the methods the targets are about
+UNCOMPRESSED_THREELC = "threelc none"
 
 
 def by_label(labels):

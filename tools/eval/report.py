@@ -178,6 +178,91 @@ def training_tables(rows, targets):
     return lines
 
 
+ACCURACY_BOUND_PP = 0.3  # a method "keeps accuracy" when its final accuracy is at most this below DDP's
+STEP_RATIO_BOUND = 0.97  # on fast links: DDP's step over the method's at least this
+SLOW_RATES = ("100mbit", "1gbit")  # where 3LC must reach the target first
+FAST_RATES = ("10gbit", LOOPBACK)  # where it must not slow the step down
+
+
+def keeps_accuracy(row, base):
+    return (row.get("final") is not None and base.get("final") is not None
+            and (row["final"] - base["final"]) * 100 >= -ACCURACY_BOUND_PP)
+
+
+def fastest_to_target(rows, model, rate, labels):
+    """(label, row) of the method among `labels` that reached the target first while keeping
+    accuracy, or (None, None)."""
+    base = rows.get((model, rate, methods.BASELINE), {})
+    ranked = sorted((row["to_target"], label) for label in labels
+                    for row in [rows.get((model, rate, label))]
+                    if row and row["to_target"] is not None and keeps_accuracy(row, base))
+    return (ranked[0][1], rows[(model, rate, ranked[0][1])]) if ranked else (None, None)
+
+
+def training_target_lines(rows):
+    """The verdicts of the training targets: time to target against the best peer on slow
+    links, the step against DDP's on fast ones."""
+    lines = ["### Training targets", "",
+             f"On {' and '.join(SLOW_RATES)}: 3LC reaches the target accuracy no later than the "
+             f"fastest peer ({', '.join(methods.PEERS)}) that keeps accuracy, and ends within "
+             f"{ACCURACY_BOUND_PP} pp of {methods.BASELINE}. On {' and '.join(FAST_RATES)}: 3LC "
+             f"and uncompressed threelc take at most 1/{STEP_RATIO_BOUND} of "
+             f"{methods.BASELINE}'s step.", ""]
+    for model, rate in sorted({k[:2] for k in rows}, key=lambda k: (k[0], rate_bits(k[1]))):
+        base = rows.get((model, rate, methods.BASELINE), {})
+        if rate in SLOW_RATES:
+            peer, peer_row = fastest_to_target(rows, model, rate, methods.PEERS)
+            for label in methods.THREELC_3LC:
+                row = rows.get((model, rate, label))
+                if row is None:
+                    continue
+                if row["to_target"] is None or peer_row is None:
+                    lines.append(f"- {model} {rate} {label}: target not reached by "
+                                 f"{label if row['to_target'] is None else 'any peer'}")
+                    continue
+                met = (row["to_target"] <= peer_row["to_target"]
+                       and keeps_accuracy(row, base))
+                lines.append(f"- {model} {rate} {label}: {row['to_target']:.1f} s to target "
+                             f"against {peer_row['to_target']:.1f} s ({peer}), "
+                             f"{(row['final'] - base['final']) * 100:+.2f} pp vs "
+                             f"{methods.BASELINE}: {'met' if met else 'NOT met'}")
+        elif rate in FAST_RATES:
+            for label in (*methods.THREELC_3LC, methods.UNCOMPRESSED_THREELC):
+                row = rows.get((model, rate, label))
+                if row is None or not row["per_step"] or not base.get("per_step"):
+                    continue
+                ratio = base["per_step"] / row["per_step"]
+                lines.append(f"- {model} {rate} {label}: step {ratio:.2f}x {methods.BASELINE}'s: "
+                             f"{'met' if ratio >= STEP_RATIO_BOUND else 'NOT met'}")
+    return lines + [""]
+
+
+def choice_table(rows):
+    """Per model and rate: the method that reached the target first, the fastest peer, and
+    3LC, each as seconds to target and a ratio to DDP's."""
+    lines = ["### Fastest to the target accuracy (keeping accuracy)", "",
+             f"Methods whose final accuracy is more than {ACCURACY_BOUND_PP} pp below "
+             f"{methods.BASELINE}'s are left out.", "",
+             "| model | rate | fastest | fastest peer | threelc 3LC | threelc 3LC hook |",
+             "| --- | --- | --- | --- | --- | --- |"]
+
+    def cell(label, row, base):
+        """"label: seconds (x DDP)"; without a label, the seconds alone."""
+        named = f"{label}: " if label else ""
+        if row is None or row["to_target"] is None:
+            return f"{named}not reached" if label or row else "-"
+        return f"{named}{row['to_target']:.1f} s{times(base.get('to_target'), row['to_target'])}"
+
+    for model, rate in sorted({k[:2] for k in rows}, key=lambda k: (k[0], rate_bits(k[1]))):
+        base = rows.get((model, rate, methods.BASELINE), {})
+        best = fastest_to_target(rows, model, rate, methods.LABELS)
+        peer = fastest_to_target(rows, model, rate, methods.PEERS)
+        ours = [cell(None, rows.get((model, rate, label)), base) for label in methods.THREELC_3LC]
+        lines.append(f"| {model} | {rate} | {cell(*best, base)} | {cell(*peer, base)} | "
+                     + " | ".join(ours) + " |")
+    return lines + [""]
+
+
 def plots(out, medians, training, targets):
     import matplotlib
     matplotlib.use("Agg")
@@ -270,21 +355,26 @@ def color_of(label):
         else "tab:grey"
 
 
+SHOWN_SETTINGS = ("quick", "hosts", "rates", "sizes_mb", "rounds", "iters", "training_rounds",
+                  "training_rates", "epochs", "max_steps", "target_accuracy")
+
+
 def write_report(out):
     out = Path(out)
     allreduce, training = load(out)
     settings = json.loads((out / "settings.json").read_text())
     targets = settings.get("target_accuracy", 0.85)
     medians = allreduce_medians(allreduce)
-    lines = [f"# Evaluation run {settings.get('date')} (commit {settings.get('commit')})", "",
-             f"`{settings.get('command', 'tools/evaluate')}` with "
-             f"{json.dumps({k: settings[k] for k in ('quick', 'hosts', 'rates', 'sizes_mb', 'rounds', 'iters', 'training_rounds', 'training_rates', 'epochs', 'max_steps') if k in settings})}",
-             ""]
+    lines = [f"# Evaluation run {settings.get('date')} (commit {settings.get('commit')})", ""]
+    for run in [*settings.get("earlier", []), settings]:
+        shown = {k: run[k] for k in SHOWN_SETTINGS if k in run}
+        lines += [f"`{run.get('command', 'tools/evaluate')}` ({run.get('date')}, commit "
+                  f"{run.get('commit')}) with {json.dumps(shown)}", ""]
     if medians:
         lines += target_lines(medians) + allreduce_tables(medians)
     rows = training_rows(training, targets)
     if rows:
-        lines += training_tables(rows, targets)
+        lines += training_target_lines(rows) + choice_table(rows) + training_tables(rows, targets)
     made = plots(out, medians, training, targets)
     lines += [f"![{name}]({name})" for name in made]
     (out / "report.md").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,58 @@
+"""tools/eval/report.py's verdicts on the training targets, from rows of known figures.
+
+Run: /usr/bin/python3 -m pytest -q tests/emulate/test_evaluate_report.py
+"""
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools" / "eval"))
+import report  # noqa: E402
+
+
+def row(per_step, to_target, final):
+    return {"per_step": per_step, "bytes_per_step": 1e6, "final": final,
+            "to_target": to_target, "reached": "1/1", "n": 1}
+
+
+def verdicts(rows):
+    return [line for line in report.training_target_lines(rows) if line.startswith("- ")]
+
+
+def test_3lc_must_reach_the_target_before_the_fastest_peer_that_keeps_accuracy():
+    rows = {("wide", "1gbit", "DDP"): row(0.8, 16.0, 0.800),
+            # the fastest peer, but 1 pp below DDP: it does not count
+            ("wide", "1gbit", "DDP PowerSGD r1"): row(0.2, 4.0, 0.790),
+            ("wide", "1gbit", "DDP PowerSGD r4"): row(0.6, 12.0, 0.799),
+            ("wide", "1gbit", "threelc 3LC"): row(0.4, 8.0, 0.801),
+            ("wide", "1gbit", "threelc 3LC hook"): row(0.7, 13.0, 0.801)}
+    assert verdicts(rows) == [
+        "- wide 1gbit threelc 3LC: 8.0 s to target against 12.0 s (DDP PowerSGD r4), "
+        "+0.10 pp vs DDP: met",
+        "- wide 1gbit threelc 3LC hook: 13.0 s to target against 12.0 s (DDP PowerSGD r4), "
+        "+0.10 pp vs DDP: NOT met"]
+
+
+def test_3lc_that_loses_accuracy_misses_the_target_however_fast():
+    rows = {("cnn", "100mbit", "DDP"): row(0.3, 20.0, 0.850),
+            ("cnn", "100mbit", "threelc 3LC"): row(0.1, 5.0, 0.845)}
+    assert verdicts(rows) == ["- cnn 100mbit threelc 3LC: 5.0 s to target against 20.0 s "
+                              "(DDP), -0.50 pp vs DDP: NOT met"]
+
+
+def test_on_fast_links_the_step_is_held_against_ddps():
+    rows = {("cnn", "10gbit", "DDP"): row(0.100, 5.0, 0.85),
+            ("cnn", "10gbit", "threelc 3LC"): row(0.102, 5.0, 0.85),
+            ("cnn", "10gbit", "threelc none"): row(0.105, 5.0, 0.85)}
+    assert verdicts(rows) == ["- cnn 10gbit threelc 3LC: step 0.98x DDP's: met",
+                              "- cnn 10gbit threelc none: step 0.95x DDP's: NOT met"]
+
+
+def test_the_choice_table_names_the_fastest_method_and_the_fastest_peer():
+    rows = {("wide", "100mbit", "DDP"): row(6.0, 120.0, 0.80),
+            ("wide", "100mbit", "DDP fp16"): row(3.0, 60.0, 0.80),
+            ("wide", "100mbit", "threelc 3LC"): row(0.3, 6.0, 0.80)}
+    table = report.choice_table(rows)
+    assert ("| wide | 100mbit | threelc 3LC: 6.0 s (20.00x) | DDP fp16: 60.0 s (2.00x) | "
+            "6.0 s (20.00x) | - |") in table, table
