@@ -1,6 +1,7 @@
 // Error-feedback memory of one rank: one fp32 buffer per tensor name, kept across steps and
 // independent of how tensors are fused. It holds the push residuals where this rank does not
-// own a position and the pull residual where it does (see shared/DESIGN.md).
+// own a position and the pull residual where it does (see docs/DESIGN.md, "Error feedback on
+// both sides").
 #pragma once
 
 #include <cstddef>

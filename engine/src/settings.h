@@ -18,7 +18,7 @@
 namespace threelc::engine {
 
 enum class AllreduceAlgorithm : uint8_t {
-  kPushPull,  // push to the segment's owner, reduce there, pull around the ring (DESIGN.md)
+  kPushPull,  // push to the segment's owner, reduce there, pull around the ring (docs/DESIGN.md)
   kRing,      // classic ring: re-compresses the partial sum at every hop
 };
 

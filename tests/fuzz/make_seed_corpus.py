@@ -2,10 +2,10 @@
 """Writes the decode fuzzer's seed corpus (tests/fuzz/corpus/decode/).
 
 Run once; the files are committed. The blocks are built here straight from the format spec
-(shared/DESIGN.md, "3LC block format, version 1", and docs/WIRE_FORMAT.md for version 2, a
-scale per tile), independently of the C++ encoder: a few valid 3LC (v1 and v2) and raw blocks,
-and one block of each malformed class the decoder must refuse, so that libFuzzer starts with
-every validation branch covered. Keep the seeds small.
+(docs/DESIGN.md, "The 3LC codec", and docs/WIRE_FORMAT.md for the bytes of version 1 and of
+version 2, a scale per tile), independently of the C++ encoder: a few valid 3LC (v1 and v2)
+and raw blocks, and one block of each malformed class the decoder must refuse, so that
+libFuzzer starts with every validation branch covered. Keep the seeds small.
 
     python3 tests/fuzz/make_seed_corpus.py [OUT_DIR]
 """

@@ -1,8 +1,8 @@
 """Tests of threelc.codec (the numpy bindings of the 3LC codec).
 
-Expectations come from an independent numpy model of DESIGN.md's "3LC block format,
-version 1" (quantization, base-3^5 packing, zero-run encoding, serialization), never from
-the library itself.
+Expectations come from an independent numpy model of block format version 1 as
+docs/WIRE_FORMAT.md gives it ("Encoding a block of n values", "Layout": quantization,
+base-3^5 packing, zero-run encoding, serialization), never from the library itself.
 
 Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q tests/python
 """
@@ -35,7 +35,7 @@ PKG_DIR = REPO / "frameworks" / "python"
 
 
 def ref_quantize(x: np.ndarray, e: np.ndarray | None, s: float):
-    """Returns (raw?, a, scale, q, d, e_new) per DESIGN.md steps 1-4 and 8."""
+    """Returns (raw?, a, scale, q, d, e_new) per docs/WIRE_FORMAT.md steps 1-4 and 8."""
     with np.errstate(over="ignore", invalid="ignore"):
         a = x.astype(F32) + (np.zeros(x.shape, F32) if e is None else e)
         m = np.max(np.abs(a)) if a.size else F32(0)

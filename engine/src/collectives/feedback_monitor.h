@@ -11,7 +11,8 @@
 //   only when the ratio has doubled since the last report.
 // - non-finite: a block of a compressed tensor came back raw because its values were NaN or
 //   Inf (or so large that the scale overflows): it was sent uncompressed and its error buffer
-//   left as it was (shared/DESIGN.md). Reported at the 1st, 10th, 100th, ... occurrence.
+//   left as it was (docs/DESIGN.md, "The block and its raw fallback"). Reported at the 1st,
+//   10th, 100th, ... occurrence.
 //
 // Every occurrence becomes a FeedbackAlert (for the statistics); rate-limited ones carry no
 // message. Deterministic and passive: no clock, no I/O, no threads; numerics are untouched.

@@ -1,5 +1,6 @@
-// The compressed allreduce (push_pull) of shared/DESIGN.md: every element is quantized twice,
-// once on its way to the rank that owns its segment (push) and once on the way back (pull).
+// The compressed allreduce of docs/DESIGN.md ("The compressed allreduce (push_pull)"): every
+// element is quantized twice, once on its way to the rank that owns its segment (push) and once
+// on the way back (pull).
 #pragma once
 
 #include <cstddef>

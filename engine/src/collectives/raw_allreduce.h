@@ -1,6 +1,6 @@
 // Allreduce of native-dtype values without compression, for integer tensors, ops other than
 // sum / average and tensors too small to compress: the scatter / reduce / gather shape of
-// push_pull (shared/DESIGN.md), moving the values' own bytes.
+// push_pull (docs/DESIGN.md, "The raw allreduce"), moving the values' own bytes.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,7 @@
-// The classic ring allreduce with 3LC (THREELC_ALLREDUCE=ring, shared/DESIGN.md): the
-// reduce-scatter re-compresses the partial sum at every hop, so each element is quantized N
-// times on the way instead of push_pull's twice. Kept for comparison and for ring-only fabrics.
+// The classic ring allreduce with 3LC (THREELC_ALLREDUCE=ring; docs/DESIGN.md, "The ring
+// alternative"): the reduce-scatter re-compresses the partial sum at every hop, so each element
+// is quantized N times on the way instead of push_pull's twice. Kept for comparison and for
+// ring-only fabrics.
 #pragma once
 
 #include <span>

@@ -1,5 +1,6 @@
-// Known-answer tests of the 3LC block formats v1 (shared/DESIGN.md) and v2 (a scale per tile):
-// every expected block below is derived by hand from the spec, never from the encoder's output.
+// Known-answer tests of the 3LC block formats v1 (docs/DESIGN.md, "The 3LC codec"; bytes in
+// docs/WIRE_FORMAT.md) and v2 (a scale per tile): every expected block below is derived by hand
+// from the spec, never from the encoder's output.
 //
 // Construction used throughout: max |x + e| = 1.0 and s = 1.0, so scale = 1.0 (f32 bits
 // 0x3F800000, little-endian bytes 00 00 80 3F) and h = 0.5. Then 0.75 and 1.0 quantize to +1

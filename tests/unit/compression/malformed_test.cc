@@ -42,8 +42,8 @@ uint32_t get_u32(const Bytes& b, size_t at) {
   return v;
 }
 
-// Header field offsets (DESIGN.md: format u8, flags u8, reserved u16, n u32, scale f32,
-// payload_bytes u32), then the u16 tile table.
+// Header field offsets (docs/WIRE_FORMAT.md, "Layout": format u8, flags u8, reserved u16,
+// n u32, scale f32, payload_bytes u32), then the u16 tile table.
 constexpr size_t kFormatAt = 0, kFlagsAt = 1, kReservedAt = 2, kCountAt = 4, kScaleAt = 8,
                  kPayloadAt = 12, kTableAt = 16;
 
