@@ -74,7 +74,7 @@ def allreduce_tables(medians):
 
 
 def target_lines(medians):
-    lines = ["### Targets (3LC s = 1.0, default algorithm, against gloo; the issue's at 100 MB)",
+    lines = ["### Allreduce targets (3LC s = 1.0, default algorithm, against gloo, largest size)",
              ""]
     biggest = max((k[1] for k in medians), default=None)
     for rate, target in TARGETS.items():
