@@ -20,17 +20,17 @@ def verdicts(rows):
     return [line for line in report.training_target_lines(rows) if line.startswith("- ")]
 
 
-def test_3lc_must_reach_the_target_before_the_fastest_peer_that_keeps_accuracy():
+def test_3lc_must_reach_the_target_before_the_fastest_peer():
     rows = {("wide", "1gbit", "DDP"): row(0.8, 16.0, 0.800),
-            # the fastest peer, but 1 pp below DDP: it does not count
-            ("wide", "1gbit", "DDP PowerSGD r1"): row(0.2, 4.0, 0.790),
+            # the fastest peer, though it ends 1 pp below DDP
+            ("wide", "1gbit", "DDP PowerSGD r1"): row(0.2, 9.0, 0.790),
             ("wide", "1gbit", "DDP PowerSGD r4"): row(0.6, 12.0, 0.799),
             ("wide", "1gbit", "threelc 3LC"): row(0.4, 8.0, 0.801),
-            ("wide", "1gbit", "threelc 3LC hook"): row(0.7, 13.0, 0.801)}
+            ("wide", "1gbit", "threelc 3LC hook"): row(0.7, 10.0, 0.801)}
     assert verdicts(rows) == [
-        "- wide 1gbit threelc 3LC: 8.0 s to target against 12.0 s (DDP PowerSGD r4), "
+        "- wide 1gbit threelc 3LC: 8.0 s to target against 9.0 s (DDP PowerSGD r1), "
         "+0.10 pp vs DDP: met",
-        "- wide 1gbit threelc 3LC hook: 13.0 s to target against 12.0 s (DDP PowerSGD r4), "
+        "- wide 1gbit threelc 3LC hook: 10.0 s to target against 9.0 s (DDP PowerSGD r1), "
         "+0.10 pp vs DDP: NOT met"]
 
 
@@ -49,10 +49,17 @@ def test_on_fast_links_the_step_is_held_against_ddps():
                               "- cnn 10gbit threelc none: step 0.95x DDP's: NOT met"]
 
 
+def test_a_method_that_did_not_reach_the_target_leaves_the_verdict_open():
+    rows = {("wide", "100mbit", "DDP"): row(6.0, 120.0, 0.80),
+            ("wide", "100mbit", "threelc 3LC"): row(0.3, None, 0.70)}
+    assert verdicts(rows) == ["- wide 100mbit threelc 3LC: not decided (threelc 3LC did not "
+                              "reach the target or did not run)"]
+
+
 def test_the_choice_table_names_the_fastest_method_and_the_fastest_peer():
     rows = {("wide", "100mbit", "DDP"): row(6.0, 120.0, 0.80),
             ("wide", "100mbit", "DDP fp16"): row(3.0, 60.0, 0.80),
             ("wide", "100mbit", "threelc 3LC"): row(0.3, 6.0, 0.80)}
     table = report.choice_table(rows)
-    assert ("| wide | 100mbit | threelc 3LC: 6.0 s (20.00x) | DDP fp16: 60.0 s (2.00x) | "
-            "6.0 s (20.00x) | - |") in table, table
+    assert ("| wide | 100mbit | threelc 3LC: 6.0 s (20.00x), +0.00 pp | DDP fp16: 60.0 s "
+            "(2.00x), +0.00 pp | 6.0 s (20.00x), +0.00 pp | - |") in table, table
