@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "threelc/compression/float16.h"
+#include "threelc/compression/float16_arrays.h"
 
 namespace threelc::compression::detail {
 
@@ -15,7 +16,7 @@ void widen(DType dtype, const void* src, size_t offset, size_t n, float* dst) {
   if (dtype == DType::kBFloat16) {
     for (size_t i = 0; i < n; ++i) dst[i] = bfloat16_to_float(halves[i]);
   } else {
-    for (size_t i = 0; i < n; ++i) dst[i] = half_to_float(halves[i]);
+    halves_to_floats(halves, dst, n);
   }
 }
 

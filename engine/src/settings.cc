@@ -115,9 +115,10 @@ constexpr Row kRows[] = {
     {{"THREELC_CHUNK_BYTES", "1048576",
       "an integer number of bytes (suffix K, M or G for KiB, MiB, GiB), a multiple of 4, from "
       "4096 to 1G",
-      "bytes of input per streamed chunk (1 MiB): compression of one chunk overlaps the sending "
-      "of the previous one; every chunk of a tensor is one 3LC block with its own scale, so "
-      "smaller chunks send more bytes and messages and keep more accuracy (docs/ACCURACY.md)"},
+      "fp32 bytes per streamed chunk (1 MiB: 262144 values of the fused buffer): compression of "
+      "one chunk overlaps the sending of the previous one; every chunk of a tensor is one 3LC "
+      "block, so smaller chunks send more messages; with THREELC_SCALE_TILE=0 a chunk is also "
+      "one scale (docs/ACCURACY.md)"},
      [](std::string_view value, EngineSettings& s) {
        const auto bytes = parse_bytes(value, kMaxChunkBytes);
        if (!bytes || *bytes < 4096 || *bytes % 4 != 0) return false;

@@ -416,6 +416,47 @@ TEST(ScaleValues, FactorOneLeavesEveryBitAlone) {
   EXPECT_EQ(i, std::numeric_limits<int64_t>::max());
 }
 
+// fp16 arrays are converted with the CPU's F16C instructions where it has them (one value at a
+// time in the tail and on unaligned arrays): every half against a partner, every op, and
+// averaging and scaling of every half give the bits of the one-value path.
+TEST(ReduceInto, HalfArraysGiveTheBitsOfOneValueAtATime) {
+  std::vector<uint16_t> every(65536), partner(65536);
+  for (size_t h = 0; h < every.size(); ++h) {
+    every[h] = static_cast<uint16_t>(h);
+    partner[h] = static_cast<uint16_t>(h * 40503u + 12345u);  // odd multiplier: a permutation
+  }
+  for (int o = 0; o < te::kReduceOpCount; ++o) {
+    const auto op = static_cast<ReduceOp>(o);
+    std::vector<uint16_t> want = every;
+    for (size_t i = 0; i < want.size(); ++i) {
+      te::reduce_into(ElementType::kFloat16, op, &want[i], &partner[i], 1);
+    }
+    std::vector<uint16_t> got = every;
+    te::reduce_into(ElementType::kFloat16, op, got.data(), partner.data(), got.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i], want[i]) << te::reduce_op_name(op) << " " << std::hex << every[i] << ", "
+                                 << partner[i];
+    }
+  }
+  std::vector<uint16_t> divided = every, scaled = every;
+  te::divide_values(ElementType::kFloat16, divided.data(), divided.size(), 3);
+  te::scale_values(ElementType::kFloat16, scaled.data(), scaled.size(), 0.37);
+  std::vector<float> widened(every.size());
+  te::to_float32(ElementType::kFloat16, every.data(), widened.data(), every.size());
+  std::vector<uint16_t> narrowed(every.size());
+  te::from_float32(ElementType::kFloat16, widened.data(), narrowed.data(), every.size());
+  for (size_t i = 0; i < every.size(); ++i) {
+    uint16_t d = every[i];
+    uint16_t s = every[i];
+    te::divide_values(ElementType::kFloat16, &d, 1, 3);
+    te::scale_values(ElementType::kFloat16, &s, 1, 0.37);
+    ASSERT_EQ(divided[i], d) << std::hex << every[i];
+    ASSERT_EQ(scaled[i], s) << std::hex << every[i];
+    ASSERT_EQ(bits(widened[i]), bits(te::half_to_float(every[i]))) << std::hex << every[i];
+    ASSERT_EQ(narrowed[i], te::float_to_half(te::half_to_float(every[i]))) << std::hex << every[i];
+  }
+}
+
 TEST(DivideValues, FloatsDivideIntegersTruncate) {
   int32_t i32[3] = {-7, 7, 9};
   te::divide_values(ElementType::kInt32, i32, 3, 2);

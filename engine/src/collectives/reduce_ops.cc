@@ -1,11 +1,15 @@
 #include "collectives/reduce_ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+
+#include "threelc/compression/float16_arrays.h"
 
 namespace threelc::engine {
 
@@ -111,9 +115,40 @@ C combine(C a, C b) {
   return a;  // not reached: kAverage is mapped to kSum before
 }
 
+// fp16 arrays are converted a block at a time with the CPU's conversion instructions
+// (float16_arrays.h: the same bits as Half::widen / narrow) where both are 2-byte aligned.
+constexpr size_t kHalfBlock = 256;
+
+bool halves_aligned(const void* a, const void* b) {
+  return (reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) % alignof(uint16_t) == 0;
+}
+
+// Applies f(float* values, size_t n) to `count` fp16 values of `in`, a block at a time, and
+// stores them as fp16 in `out` (which may be `in`).
+template <typename F>
+void transform_halves(const void* in, void* out, size_t count, F&& f) {
+  float values[kHalfBlock];
+  for (size_t start = 0; start < count; start += kHalfBlock) {
+    const size_t n = std::min(kHalfBlock, count - start);
+    compression::halves_to_floats(static_cast<const uint16_t*>(in) + start, values, n);
+    f(values, start, n);
+    compression::floats_to_halves(values, static_cast<uint16_t*>(out) + start, n);
+  }
+}
+
 template <ReduceOp kOp, typename Traits>
 void reduce_loop(void* acc, const void* in, size_t count) {
   using S = typename Traits::Storage;
+  if constexpr (std::is_same_v<Traits, Half>) {
+    if (halves_aligned(acc, in)) {
+      float other[kHalfBlock];
+      transform_halves(acc, acc, count, [&](float* values, size_t start, size_t n) {
+        compression::halves_to_floats(static_cast<const uint16_t*>(in) + start, other, n);
+        for (size_t i = 0; i < n; ++i) values[i] = combine<kOp>(values[i], other[i]);
+      });
+      return;
+    }
+  }
   for (size_t i = 0; i < count; ++i) {
     const auto a = Traits::widen(load<S>(acc, i));
     const auto b = Traits::widen(load<S>(in, i));
@@ -158,6 +193,15 @@ void scale_values(ElementType type, void* data, size_t count, double factor) {
     using S = typename Traits::Storage;
     using C = typename Traits::Compute;
     if (factor == 1.0) return;
+    if constexpr (std::is_same_v<Traits, Half>) {
+      if (halves_aligned(data, data)) {
+        const auto f = static_cast<float>(factor);
+        transform_halves(data, data, count, [&](float* values, size_t, size_t n) {
+          for (size_t i = 0; i < n; ++i) values[i] = values[i] * f;
+        });
+        return;
+      }
+    }
     for (size_t i = 0; i < count; ++i) {
       const C v = Traits::widen(load<S>(data, i));
       if constexpr (std::is_same_v<C, double>) {
@@ -177,6 +221,15 @@ void divide_values(ElementType type, void* data, size_t count, int64_t divisor) 
     using Traits = decltype(traits);
     using S = typename Traits::Storage;
     using C = typename Traits::Compute;
+    if constexpr (std::is_same_v<Traits, Half>) {
+      if (halves_aligned(data, data)) {
+        const auto d = static_cast<float>(divisor);
+        transform_halves(data, data, count, [&](float* values, size_t, size_t n) {
+          for (size_t i = 0; i < n; ++i) values[i] = values[i] / d;
+        });
+        return;
+      }
+    }
     for (size_t i = 0; i < count; ++i) {
       const C v = Traits::widen(load<S>(data, i));
       if constexpr (std::is_floating_point_v<C>) {
@@ -232,6 +285,10 @@ void fill_identity(ElementType type, ReduceOp op, void* data, size_t count) {
 void to_float32(ElementType type, const void* in, float* out, size_t count) {
   switch (type) {
     case ElementType::kFloat16:
+      if (halves_aligned(in, in)) {
+        compression::halves_to_floats(static_cast<const uint16_t*>(in), out, count);
+        return;
+      }
       for (size_t i = 0; i < count; ++i) out[i] = half_to_float(load<uint16_t>(in, i));
       return;
     case ElementType::kBFloat16:
@@ -252,6 +309,10 @@ void to_float32(ElementType type, const void* in, float* out, size_t count) {
 void from_float32(ElementType type, const float* in, void* out, size_t count) {
   switch (type) {
     case ElementType::kFloat16:
+      if (halves_aligned(out, out)) {
+        compression::floats_to_halves(in, static_cast<uint16_t*>(out), count);
+        return;
+      }
       for (size_t i = 0; i < count; ++i) store<uint16_t>(out, i, float_to_half(in[i]));
       return;
     case ElementType::kBFloat16:

@@ -3,7 +3,8 @@
 // runs (supported_isas()), on random inputs of many sizes and on adversarial ones (zeros,
 // ties at +-h, denormals, NaN/Inf, a scale that overflows, e == nullptr, fp16/bf16 input),
 // each in format v1 and in format v2 (a scale per tile) with several scale tiles.
-// Tests the kernels one by one as well (kernels.h), so a mismatch names the kernel.
+// Tests the kernels one by one as well (kernels.h), so a mismatch names the kernel, and the
+// fp16 array conversions (float16_arrays.h) against float16.h's one-value functions.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +19,8 @@
 #include "test_support.h"
 #include "threelc/compression/block_format.h"
 #include "threelc/compression/codec.h"
+#include "threelc/compression/float16.h"
+#include "threelc/compression/float16_arrays.h"
 
 namespace threelc::compression {
 namespace {
@@ -589,6 +592,53 @@ TEST(SimdKernels, AbsMaxBitsAndRawAdd) {
       std::vector<float> got = dst_base;
       k->raw_add(src.data() + 1, n, -0.75f, got.data());
       EXPECT_SAME_FLOATS(got.data(), want.data(), n, "raw_add");
+    }
+  }
+}
+
+// Every half, in an array whose length is not a multiple of the 8 lanes (the tail is converted
+// one value at a time): the same bits as half_to_float, signalling NaNs included.
+TEST(Float16Arrays, WideningGivesTheBitsOfHalfToFloat) {
+  std::vector<uint16_t> halves(65536 + 5);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(i * 40503u);
+  for (size_t h = 0; h < 65536; ++h) halves[h] = static_cast<uint16_t>(h);
+  std::vector<float> expected(halves.size());
+  for (size_t i = 0; i < halves.size(); ++i) expected[i] = half_to_float(halves[i]);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAuto}) {
+    if (!isa_supported(isa)) continue;
+    std::vector<float> got(halves.size());
+    halves_to_floats(halves.data(), got.data(), halves.size(), isa);
+    EXPECT_SAME_FLOATS(got.data(), expected.data(), halves.size(), name(isa));
+  }
+}
+
+// Narrowing: every half's value, the ties between neighbouring halves and the floats beside
+// them, every NaN payload class, and a sweep of bit patterns: the bits of float_to_half.
+TEST(Float16Arrays, NarrowingGivesTheBitsOfFloatToHalf) {
+  std::vector<float> floats;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float value = half_to_float(static_cast<uint16_t>(h));
+    floats.push_back(value);
+    if ((h & 0x7FFFu) < 0x7C00u) {  // finite: the tie with the next half away from zero
+      const float next = half_to_float(static_cast<uint16_t>(h + 1));
+      const float mid = static_cast<float>((static_cast<double>(value) + next) / 2);
+      floats.insert(floats.end(), {mid, std::nextafter(mid, value), std::nextafter(mid, next)});
+    }
+  }
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 65521) {
+    floats.push_back(float_of(static_cast<uint32_t>(b)));
+  }
+  floats.push_back(float_of(0x7F800001u));  // signalling NaNs
+  floats.push_back(float_of(0xFFBFFFFFu));
+  std::vector<uint16_t> expected(floats.size());
+  for (size_t i = 0; i < floats.size(); ++i) expected[i] = float_to_half(floats[i]);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAuto}) {
+    if (!isa_supported(isa)) continue;
+    std::vector<uint16_t> got(floats.size());
+    floats_to_halves(floats.data(), got.data(), floats.size(), isa);
+    for (size_t i = 0; i < floats.size(); ++i) {
+      ASSERT_EQ(got[i], expected[i])
+          << name(isa) << ": float bits " << std::hex << bits_of(floats[i]);
     }
   }
 }
