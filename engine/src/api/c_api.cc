@@ -38,17 +38,27 @@ int fail(int code, const std::string& message) {
 
 const char* not_initialized = "threelc is not initialized: call threelc_init() first";
 
+// Runs f() and returns what it returns, as R; an exception becomes its error code
+// (THREELC_EINTERNAL for anything but an EngineError) and its message, after `context`,
+// threelc_last_error()'s.
+template <typename R, typename F>
+R guarded(const char* context, F&& f) {
+  try {
+    return f();
+  } catch (const te::EngineError& e) {
+    return fail(e.code(), context + std::string(e.what()));
+  } catch (const std::exception& e) {
+    return fail(THREELC_EINTERNAL, context + std::string(e.what()));
+  }
+}
+
 threelc_handle submit(te::OpKind kind, const threelc_tensor* tensor,
                       const threelc_options* options) {
   std::shared_lock lock(lib.mutex);
   if (!lib.engine) return fail(THREELC_ENOTINIT, not_initialized);
-  try {
+  return guarded<threelc_handle>("", [&] {
     return lib.engine->submit(te::make_operation(*lib.engine, kind, tensor, options));
-  } catch (const te::EngineError& e) {
-    return fail(e.code(), e.what());
-  } catch (const std::exception& e) {
-    return fail(THREELC_EINTERNAL, e.what());
-  }
+  });
 }
 
 template <typename F>
@@ -82,14 +92,10 @@ void threelc_options_init(threelc_options* options) {
 int threelc_init(void) {
   std::unique_lock lock(lib.mutex);
   if (lib.engine) return THREELC_OK;
-  try {
+  return guarded<int>("", [&] {
     lib.engine = std::make_unique<te::Engine>(lib.handles);
     return THREELC_OK;
-  } catch (const te::EngineError& e) {
-    return fail(e.code(), e.what());
-  } catch (const std::exception& e) {
-    return fail(THREELC_EINTERNAL, e.what());
-  }
+  });
 }
 
 int threelc_shutdown(void) {
@@ -227,14 +233,10 @@ int threelc_get_statistics(threelc_statistics* statistics) {
 int64_t threelc_feedback_save(const char* prefix, void* buffer, size_t capacity) {
   std::shared_lock lock(lib.mutex);
   if (!lib.engine) return fail(THREELC_ENOTINIT, not_initialized);
-  try {
+  return guarded<int64_t>("threelc_feedback_save: ", [&] {
     const std::span<std::byte> out(static_cast<std::byte*>(buffer), buffer ? capacity : 0);
     return static_cast<int64_t>(lib.engine->save_feedback(prefix ? prefix : "", out));
-  } catch (const te::EngineError& e) {
-    return fail(e.code(), std::string("threelc_feedback_save: ") + e.what());
-  } catch (const std::exception& e) {
-    return fail(THREELC_EINTERNAL, std::string("threelc_feedback_save: ") + e.what());
-  }
+  });
 }
 
 int threelc_feedback_load(const char* prefix, const void* blob, size_t bytes) {
@@ -242,16 +244,12 @@ int threelc_feedback_load(const char* prefix, const void* blob, size_t bytes) {
   if (!lib.engine) return fail(THREELC_ENOTINIT, not_initialized);
   if (blob == nullptr && bytes > 0)
     return fail(THREELC_EINVAL, "threelc_feedback_load: blob is NULL");
-  try {
+  return guarded<int>("threelc_feedback_load: ", [&] {
     lib.engine->load_feedback(
         prefix ? prefix : "",
         std::span<const std::byte>(static_cast<const std::byte*>(blob), bytes));
     return THREELC_OK;
-  } catch (const te::EngineError& e) {
-    return fail(e.code(), std::string("threelc_feedback_load: ") + e.what());
-  } catch (const std::exception& e) {
-    return fail(THREELC_EINTERNAL, std::string("threelc_feedback_load: ") + e.what());
-  }
+  });
 }
 
 const char* threelc_last_error(void) { return last_error.c_str(); }

@@ -1,3 +1,27 @@
+// push_pull: the compressed allreduce (docs/DESIGN.md, "The compressed allreduce").
+//
+// The words as the variables below use them, for a fused fp32 buffer of `total` values on
+// N = size_ ranks:
+//   segment j   values [segment_start(total, N, j), segment_start(total, N, j + 1)) of the fused
+//               buffer; rank j owns it. plan_.segment(j) lists its blocks.
+//   chunk       chunk_bytes / 4 consecutive values of a segment, cut from the segment's start
+//               (block_plan.h); a chunk never crosses a segment boundary.
+//   block       Block{offset, count, tensor}: one chunk's values that belong to one tensor. A
+//               block is encoded as one 3LC block (its tiles inside are the codec's business),
+//               travels as one Message, and has its error feedback at error_at(block).
+// Each step is a function of that name, called in this order by run():
+//   post_receives()        every receive, before any send: the push blocks of this rank's own
+//                          segment from every peer (pushed_in_), and the pull blocks of every
+//                          other segment from the previous rank on the ring (pulled_in_);
+//   push()                 for each segment j != rank_, nearest successor first: encode its
+//                          blocks with this rank's residuals and send them to rank j (push_tag);
+//   reduce_and_send()      for the own segment: start from the own exact values, add each
+//                          peer's decoded blocks in rank order, encode the sum once with this
+//                          rank's residuals (the second quantization), keep the decoded values
+//                          and send the blocks to the next rank (pull_tag(rank_));
+//   receive_and_forward()  for the other segments, in ring order: decode each pulled block in
+//                          place and forward its bytes unchanged unless the next rank owns it.
+// Every element is thus quantized twice, once by its pusher and once by its segment's owner.
 #include "collectives/push_pull.h"
 
 #include <cstring>
