@@ -1,5 +1,6 @@
 #include "threelc/compression/float16_arrays.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include "threelc/compression/float16.h"
@@ -8,8 +9,17 @@ namespace threelc::compression {
 
 namespace {
 
+// CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c").
+bool cpuid_has_f16c() {
+  unsigned eax = 0;
+  unsigned ebx = 0;
+  unsigned ecx = 0;
+  unsigned edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
 bool use_f16c(Isa isa) {
-  static const bool cpu_has_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool cpu_has_f16c = __builtin_cpu_supports("avx2") && cpuid_has_f16c();
   if (isa == Isa::kAuto) isa = detected_isa();
   return cpu_has_f16c && (isa == Isa::kAvx2 || isa == Isa::kAvx512);
 }

@@ -23,7 +23,8 @@
 #            alone and with the 3LC hook at the engine's defaults (or SETTINGS), seeds 0-2
 #   peers    at LR, 4 ranks: the compressors a user has without 3LC: Horovod's fp16 through the
 #            engine, and under DDP torch's fp16 hook and PowerSGD of rank 1, 2 and 4
-#            (POWERSGD_RANKS sets the list; one bucket, error feedback, warm start), seeds 0-2
+#            (POWERSGD_RANKS sets the list; one bucket, error feedback, warm start; FP16=0
+#            leaves out both fp16 runs), seeds 0-2
 # EPOCHS (default 2) sets the epochs of every run, SEEDS (default "0 1 2") the seeds, LR (default:
 # the model's, the uncompressed run's best, examples/fashion_mnist.py's BEST_LR) the learning
 # rate of every part but lr, RANKS (default "4 8") the job sizes of the none, defaults and paper
@@ -139,8 +140,10 @@ case $part in
   peers)
     read -r -a powersgd_ranks <<< "${POWERSGD_RANKS:-1 2 4}"
     for s in "${seeds[@]}"; do
-      run 4 64 push_pull fp16 1.0 "$s"
-      run 4 64 ddp fp16 1.0 "$s"
+      if [[ ${FP16:-1} != 0 ]]; then
+        run 4 64 push_pull fp16 1.0 "$s"
+        run 4 64 ddp fp16 1.0 "$s"
+      fi
       for r in "${powersgd_ranks[@]}"; do
         hook_args="--powersgd-rank $r --bucket-cap-mb 1000" run 4 64 ddp powersgd 1.0 "$s"
       done
