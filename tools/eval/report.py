@@ -142,6 +142,11 @@ def training_rows(records, targets):
     return rows
 
 
+def model_rates(rows):
+    """The (model, rate) pairs of training_rows' keys, by model, then slowest link first."""
+    return sorted({k[:2] for k in rows}, key=lambda k: (k[0], rate_bits(k[1])))
+
+
 def times(baseline, value):
     """baseline / value as " (1.23x)", or "" when either is missing."""
     return f" ({baseline / value:.2f}x)" if baseline and value else ""
@@ -149,7 +154,7 @@ def times(baseline, value):
 
 def training_tables(rows, targets):
     lines = []
-    for model, rate in sorted({k[:2] for k in rows}, key=lambda k: (k[0], rate_bits(k[1]))):
+    for model, rate in model_rates(rows):
         base = rows.get((model, rate, methods.BASELINE), {})
         target = target_for(targets, model)
         lines += [f"### Training {model} at {rate}", "",
@@ -210,7 +215,7 @@ def training_target_lines(rows):
              f"and ends at most {ACCURACY_BOUND_PP} pp below {methods.BASELINE}. On "
              f"{' and '.join(FAST_RATES)}: 3LC and uncompressed threelc take at most "
              f"1/{STEP_RATIO_BOUND} of {methods.BASELINE}'s step.", ""]
-    for model, rate in sorted({k[:2] for k in rows}, key=lambda k: (k[0], rate_bits(k[1]))):
+    for model, rate in model_rates(rows):
         base = rows.get((model, rate, methods.BASELINE), {})
         if rate in SLOW_RATES:
             peer, peer_row = fastest_to_target(rows, model, rate, methods.PEERS)
@@ -261,7 +266,7 @@ def choice_table(rows):
         return (f"{named}{row['to_target']:.1f} s"
                 f"{times(base.get('to_target'), row['to_target'])}{gap_text}")
 
-    for model, rate in sorted({k[:2] for k in rows}, key=lambda k: (k[0], rate_bits(k[1]))):
+    for model, rate in model_rates(rows):
         base = rows.get((model, rate, methods.BASELINE), {})
         best = fastest_to_target(rows, model, rate, methods.LABELS)
         peer = fastest_to_target(rows, model, rate, methods.PEERS)
