@@ -1,6 +1,6 @@
 """Fashion-MNIST from the Debian package dataset-fashion-mnist (/usr/share/datasets/fashion-mnist),
 read from its idx files (optionally gzipped) into normalized torch tensors, and the two models
-the examples train (a CNN, and an MLP). Shared by the training examples and tools/codec_demo.py."""
+the examples train (a CNN, and an MLP). Shared by the training examples and tools/dev/codec_demo.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (issue 8): the CUDA codec's tests and kernel benchmark, and CUDA tensors through
+# The GPU check: the CUDA codec's tests and kernel benchmark, and CUDA tensors through
 # the engine (threelc.torch, 2 ranks on the GPU), on a machine with a GPU, sized to finish within
 # 5 minutes on one H200.
 #
@@ -97,7 +97,7 @@ do_run() {
     PYTHONPATH=$root/frameworks/python THREELC_LIBRARY=$carry/libthreelc.so \
       THREELC_FUSION_THRESHOLD=0 THREELC_NCCL=0 PYTHONUNBUFFERED=1 \
       run_step torch_cuda_job 150 "$python" "$root/tools/threelcrun" -np 2 \
-      "$python" "$root/tests/gpu/torch_cuda_job.py" || status=1
+      "$python" "$root/tests/compression/gpu/torch_cuda_job.py" || status=1
     echo "- engine, CUDA tensors via threelc.torch (2 ranks, 3LC and staged, against the host" \
       "path): $(grep -c '"failures": \[\]' "$out/torch_cuda_job.log") of 2 ranks without a" \
       "difference" >>"$summary"

@@ -5,7 +5,7 @@
 #     a '.': the Python-hosted suites, the fuzzers, the Release-only sanitized tests,
 #     clang-format and clang-tidy) and the GPU cases (label gpu; they skip without a GPU);
 #  2. the ASan + UBSan build (build-asan/, CMakePresets.json) and every GoogleTest case in it
-#     (tools/sanitize_tests.sh asan-ubsan -LE python-hosted).
+#     (tools/dev/sanitize_tests.sh asan-ubsan -LE python-hosted).
 # THREELC_SANITIZE=0: the whole suite in the Release build instead, and no ASan build.
 # Arguments go to every ctest run (e.g. -R fault). Fails if any part failed; runs them all.
 set -euo pipefail
@@ -20,5 +20,5 @@ fi
 status=0
 ctest_release -E '\.' "$@" || status=1
 ctest_release -L gpu "$@" || status=1
-"$root/tools/sanitize_tests.sh" asan-ubsan -LE python-hosted "$@" || status=1
+"$root/tools/dev/sanitize_tests.sh" asan-ubsan -LE python-hosted "$@" || status=1
 exit $status

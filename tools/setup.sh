@@ -14,8 +14,8 @@ packages=(
   # THREELC_TRANSPORT=ucx: UCX (headers, libraries, its CMake config) and ucx_perftest, the
   # UCX benchmark's baseline
   libucx-dev ucx-utils
-  # the DDP example measures every socket's bytes with ss; tools/emulate_cluster (ip netns,
-  # tc) and tools/evaluate's baselines (Open MPI through mpi4py) and plots (matplotlib)
+  # the DDP example measures every socket's bytes with ss; tools/eval/emulate_cluster (ip netns,
+  # tc) and tools/eval/evaluate's baselines (Open MPI through mpi4py) and plots (matplotlib)
   iproute2 openmpi-bin python3-mpi4py python3-matplotlib
   # Python side: Debian's /usr/bin/python3 with numpy, torch and pytest
   python3 python3-numpy python3-torch python3-pytest

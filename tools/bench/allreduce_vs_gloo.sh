@@ -34,7 +34,7 @@ for ((round = 1; round <= rounds; ++round)); do
     for size in $sizes_list; do
       iters=$(iters_for "$size")
       common=(--size-mb "$size" --iters "$iters" --warmup 1 --json)
-      "$run" -np "$np" "$python" "$root/tools/gloo_bench.py" "${common[@]}" | json_lines | tee -a "$records"
+      "$run" -np "$np" "$python" "$root/tools/bench/gloo_bench.py" "${common[@]}" | json_lines | tee -a "$records"
       "$run" -np "$np" "$bench" allreduce --compression none "${common[@]}" "$@" | json_lines | tee -a "$records"
       "$run" -np "$np" "$bench" allreduce --compression threelc "${common[@]}" "$@" | json_lines | tee -a "$records"
     done

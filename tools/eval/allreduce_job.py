@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""One rank of tools/evaluate's allreduce measurement: real gradients, one system.
+"""One rank of tools/eval/evaluate's allreduce measurement: real gradients, one system.
 
     threelcrun -np 4 /usr/bin/python3 tools/eval/allreduce_job.py --system threelc ...
     mpirun -np 4 /usr/bin/python3 tools/eval/allreduce_job.py --system mpi ...

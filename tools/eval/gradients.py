@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Dumps real gradients of the Fashion-MNIST CNN (examples/fashion_mnist.py) for tools/evaluate.
+"""Dumps real gradients of the Fashion-MNIST CNN (examples/fashion_mnist.py) for
+tools/eval/evaluate.
 
     /usr/bin/python3 tools/eval/gradients.py --out build/eval/gradients.npy --steps 100
 

@@ -1,4 +1,4 @@
-"""The training methods tools/evaluate compares, and how each one's job is started.
+"""The training methods tools/eval/evaluate compares, and how each one's job is started.
 
 Every method trains the same model on the same data, shards, seeds and schedule: the Horovod
 API methods run examples/train_fashion_mnist.py under threelcrun (the engine), the DDP ones

@@ -1,4 +1,4 @@
-"""Tables (OUT/report.md) and plots (OUT/*.png) from tools/evaluate's OUT/results.jsonl."""
+"""Tables (OUT/report.md) and plots (OUT/*.png) from tools/eval/evaluate's OUT/results.jsonl."""
 
 import json
 import statistics
@@ -12,7 +12,7 @@ TARGETS = {"100mbit": 20.0, "1gbit": 10.0, "10gbit": 1.0}  # 3LC s=1.0 over gloo
 DEFAULT_3LC = "threelc 3LC s=1.0"
 
 
-LOOPBACK = "loopback"  # a rate of tools/evaluate: the ranks on this machine, no emulated link
+LOOPBACK = "loopback"  # a rate of tools/eval/evaluate: the ranks on this machine, no emulated link
 
 
 def rate_bits(rate):
@@ -381,7 +381,7 @@ def write_report(out):
     lines = [f"# Evaluation run {settings.get('date')} (commit {settings.get('commit')})", ""]
     for run in [*settings.get("earlier", []), settings]:
         shown = {k: run[k] for k in SHOWN_SETTINGS if k in run}
-        lines += [f"`{run.get('command', 'tools/evaluate')}` ({run.get('date')}, commit "
+        lines += [f"`{run.get('command', 'tools/eval/evaluate')}` ({run.get('date')}, commit "
                   f"{run.get('commit')}) with {json.dumps(shown)}", ""]
     if medians:
         lines += target_lines(medians) + allreduce_tables(medians)

@@ -5,9 +5,9 @@
 # a working session (3 hours) is covered however late CI runs. Compile flags from the build's
 # compile_commands.json (written for gcc: clang is told to ignore gcc-only warning options such
 # as -Wno-restrict).
-# Usage: tools/lint_changed.sh [build-dir]
+# Usage: tools/dev/lint_changed.sh [build-dir]
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 cd "$root"
 if ! git rev-parse --git-dir >/dev/null 2>&1; then

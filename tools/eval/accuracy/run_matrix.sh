@@ -2,7 +2,7 @@
 # Runs the accuracy-parity matrix of docs/ACCURACY.md: examples/train_fashion_mnist.py under
 # threelcrun for every configuration and seed, appending each run's final JSON line (plus the
 # configuration) to RESULTS (default accuracy_results.jsonl). Then
-#   /usr/bin/python3 tools/accuracy/summarize.py RESULTS
+#   /usr/bin/python3 tools/eval/accuracy/summarize.py RESULTS
 # prints the tables. Select parts with the first argument:
 #   parity4  4 ranks, none and 3LC s=1.0, seeds 0-2
 #   parity8  the same at 8 ranks (batch 32 per rank: the same global batch and steps)
@@ -30,7 +30,7 @@
 # rate of every part but lr, RANKS (default "4 8") the job sizes of the none, defaults and paper
 # parts (batch 256 / ranks per rank), MODEL (cnn, mlp or wide; default cnn) the examples' model.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$(cd "$(dirname "$0")/../../.." && pwd)
 part=${1:-all}
 results=${RESULTS:-accuracy_results.jsonl}
 epochs=${EPOCHS:-2}
@@ -51,9 +51,11 @@ run() {  # run NP BATCH ALGORITHM COMPRESSION SPARSITY SEED [LR]
   local np=$1 batch=$2 algorithm=$3 compression=$4 sparsity=$5 seed=$6 run_lr=${7:-$lr} line
   local settings=$settings
   [[ $compression != threelc ]] && settings=""  # they are 3LC's: none applies to the others
-  local tag=${settings:+-${settings//[^A-Za-z0-9=.]/_}} prefix=${model#cnn}
-  tag+=${hook_args:+-${hook_args//[^A-Za-z0-9=.]/_}}
-  local log="$logs/${prefix:+$prefix-}np$np-$algorithm-$compression-s$sparsity$tag-lr$run_lr-e$epochs-seed$seed.log"
+  local log
+  log="$logs/$(/usr/bin/python3 "$root/tools/eval/accuracy/run_log.py" --model="$model" \
+    --ranks="$np" --algorithm="$algorithm" --method="$compression" --sparsity="$sparsity" \
+    --settings="$settings" --hook-args="$hook_args" --lr="$run_lr" --epochs="$epochs" \
+    --seed="$seed")"  # summarize.py finds it by the same name
   echo "== $model, $np ranks, batch $batch, $algorithm, $compression s=$sparsity $settings, lr $run_lr, seed $seed ($log)" >&2
   local common=(--model "$model" --epochs "$epochs" --batch-size "$batch" --seed "$seed"
                 --lr "$run_lr" --log-every 1000)

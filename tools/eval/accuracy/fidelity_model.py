@@ -2,7 +2,7 @@
 """A one-process model of data-parallel training through push_pull, for splitting 3LC's
 accuracy loss into its parts.
 
-    /usr/bin/python3 tools/accuracy/fidelity_model.py --ranks 4 --lr 0.05 --epochs 1 \
+    /usr/bin/python3 tools/eval/accuracy/fidelity_model.py --ranks 4 --lr 0.05 --epochs 1 \
         [--push 3lc|exact] [--pull 3lc|exact] [--sparsity S] [--scale-values N] \
         [--momentum-correction] [--seed K]
 
@@ -31,11 +31,11 @@ Knobs that take one part away or change it:
                                 Compression): each rank keeps its own velocity v = m v + g and
                                 push_pull carries v; the optimizer then runs without momentum.
 
-    /usr/bin/python3 tools/accuracy/fidelity_model.py --table RESULTS.jsonl [more.jsonl ...]
+    /usr/bin/python3 tools/eval/accuracy/fidelity_model.py --table RESULTS.jsonl [more.jsonl ...]
 
 prints the Markdown table of docs/ACCURACY.md from such runs' JSON lines (one row per
 configuration; differences against the uncompressed runs at the same learning rate, ranks and
-epochs; tools/accuracy/fidelity_matrix.sh runs that table's configurations).
+epochs; tools/eval/accuracy/fidelity_matrix.sh runs that table's configurations).
 
 A run prints per-epoch test accuracy and, at the end, one JSON line with the accuracy, the bits
 per value on the wire (exact block sizes of the v1 format: headers, tile tables, groups of 5
@@ -58,7 +58,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "examples"))
 from fashion_mnist import DATA_DIR, MODELS, load_split, make_model  # noqa: E402
 

@@ -8,7 +8,7 @@ trains it prints the loss, the running compression ratio (raw fp32 bytes / block
 bits per value and codec throughput (raw fp32 MB per second spent inside compress and
 decompress); at the end the test accuracy. The last line is one JSON object.
 
-    PYTHONPATH=frameworks/python /usr/bin/python3 tools/codec_demo.py --steps 300
+    PYTHONPATH=frameworks/python /usr/bin/python3 tools/dev/codec_demo.py --steps 300
 
 ``--dump-gradients FILE`` also writes the raw gradients of every step (read by the C++
 codec benchmark), little-endian: b"TLCGRAD1", u32 num_tensors, u32 num_steps,
@@ -31,7 +31,7 @@ import torch.nn.functional as F
 import threelc
 from threelc import codec
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from fashion_mnist import DATA_DIR, Net, load_split  # noqa: E402
 
 

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Runs the configurations of docs/ACCURACY.md's "Where the loss comes from" table with the
-# one-process fidelity model (tools/accuracy/fidelity_model.py), appending each run's JSON line
+# one-process fidelity model (tools/eval/accuracy/fidelity_model.py), appending each run's JSON line
 # to RESULTS (default fidelity_results.jsonl); then
-#   /usr/bin/python3 tools/accuracy/fidelity_model.py --table RESULTS
+#   /usr/bin/python3 tools/eval/accuracy/fidelity_model.py --table RESULTS
 # prints the table. 4 ranks, 1 epoch, seeds 0-2 (SEEDS), learning rate 0.05 (the uncompressed
 # run's best of 0.01, 0.02, 0.05, 0.1, which the first part sweeps). About 30 s a run on a 2-core
 # machine (the MLP runs about 40 s); 31 configurations, 93 runs.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$(cd "$(dirname "$0")/../../.." && pwd)
 results=${RESULTS:-fidelity_results.jsonl}
 read -r -a seeds <<< "${SEEDS:-0 1 2}"
 model() {
   for seed in "${seeds[@]}"; do
     echo "== $* --seed $seed" >&2
-    /usr/bin/python3 "$root/tools/accuracy/fidelity_model.py" "$@" --seed "$seed" | tail -n 1 \
+    /usr/bin/python3 "$root/tools/eval/accuracy/fidelity_model.py" "$@" --seed "$seed" | tail -n 1 \
       | tee -a "$results" >&2
   done
 }

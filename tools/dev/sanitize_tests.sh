@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# tools/sanitize_tests.sh PRESET [ctest args...]
+# tools/dev/sanitize_tests.sh PRESET [ctest args...]
 #
 # Configures and builds a sanitizer preset of CMakePresets.json and runs its test suite:
 #   asan-ubsan  AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer, in build-asan/
 #   tsan        ThreadSanitizer, in build-tsan/
 # The Release build in build/ is not touched. Extra arguments go to ctest, e.g.
-#   tools/sanitize_tests.sh asan-ubsan -LE python-hosted  # the subset CI runs
-#   tools/sanitize_tests.sh tsan -R 'PushPull' -j 2
+#   tools/dev/sanitize_tests.sh asan-ubsan -LE python-hosted  # the subset CI runs
+#   tools/dev/sanitize_tests.sh tsan -R 'PushPull' -j 2
 #
 # Every report of a sanitizer (in any process: test binaries, probes, Python ranks) is written
 # to <build dir>/sanitizer-logs/ as well as failing its process; the run fails when any report
 # was written, even where a test tolerated the process's failure, and the reports are printed.
-# Suppressions (tools/sanitizers/*.supp) cover third-party code only.
+# Suppressions (tools/dev/sanitizers/*.supp) cover third-party code only.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-usage="usage: tools/sanitize_tests.sh asan-ubsan|tsan [ctest args...]"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+usage="usage: tools/dev/sanitize_tests.sh asan-ubsan|tsan [ctest args...]"
 (($# >= 1)) || { echo "$usage" >&2; exit 2; }
 preset=$1
 shift
@@ -33,7 +33,7 @@ echo "sanitize_tests: $preset built in $((SECONDS - start)) s"
 logs="$build/sanitizer-logs"
 rm -rf "$logs"
 mkdir -p "$logs"
-supp="$root/tools/sanitizers"
+supp="$root/tools/dev/sanitizers"
 # halt_on_error: the first report ends the process (UBSan too: -fno-sanitize-recover=all);
 # log_path: <logs>/<tool>.<pid>, so that a report of a rank whose exit a test expected is
 # still seen.
@@ -58,11 +58,11 @@ esac
 # Left out under the sanitizers (the Release suite runs it): label lint (clang_format,
 # clang_tidy_changed), static checks of the sources in which no code of ours runs. The fuzz
 # tests are not built here (THREELC_FUZZ=OFF in the presets).
-# Ranks that threelcrun starts over ssh (tests/launcher/test_ssh.py, tests/emulate) get the
-# runtime and these options through threelcrun -x (tests/support/sanitized_ranks.py); the
+# Ranks that threelcrun starts over ssh (tests/tools/threelcrun/test_ssh.py, tests/tools/eval)
+# get the runtime and these options through threelcrun -x (tests/support/sanitized_ranks.py); the
 # emulate suite keeps it away from everything else it starts, since procps-ng's tools (pgrep,
 # ps) never start with libasan.so preloaded (they wait forever in textdomain() for glibc's
-# _nl_state_lock), and skips its tools/evaluate case, a benchmark.
+# _nl_state_lock), and skips its tools/eval/evaluate case, a benchmark.
 exclude='^(lint)$'
 # ctest takes one -LE: a caller's is joined to ours (e.g. -LE python-hosted, CI's subset).
 args=()

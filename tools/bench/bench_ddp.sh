@@ -7,13 +7,13 @@
 # .jsonl) and prints a table: seconds of training per epoch, MB each rank sent over TCP (the
 # kernel's count, the same measure in both modes), the compression ratio, the test accuracy,
 # and threelc's figures over none's.
-#   tools/bench_ddp.sh                       # 4 ranks, 2 epochs
-#   NP=2 EPOCHS=1 tools/bench_ddp.sh --seed 1 --max-steps 100
+#   tools/bench/bench_ddp.sh                       # 4 ranks, 2 epochs
+#   NP=2 EPOCHS=1 tools/bench/bench_ddp.sh --seed 1 --max-steps 100
 # Arguments go to both runs. NP (default 4) ranks, EPOCHS (default 2) epochs; TORCHRUN picks
 # the launcher (default tools/torchrun: Debian's torchrun with torch 1.13's faults mended);
 # THREELC_LIBRARY another libthreelc.so (default build/lib/libthreelc.so: tools/build.sh).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 python=/usr/bin/python3
 np=${NP:-4}
 epochs=${EPOCHS:-2}

@@ -3,7 +3,7 @@
 
 Run one process per rank under threelcrun (or torchrun):
 
-    tools/threelcrun -np 4 /usr/bin/python3 tools/gloo_bench.py --size-mb 1,16,100 --json
+    tools/threelcrun -np 4 /usr/bin/python3 tools/bench/gloo_bench.py --size-mb 1,16,100 --json
 
 Rank 0 prints, per size, the same fields as `threelc-bench allreduce --json` with
 "compression": "gloo". See docs/BENCHMARKS.md ("Allreduce vs gloo").

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Prints the tables of docs/ACCURACY.md from the JSON lines tools/accuracy/run_matrix.sh wrote.
+"""Prints the tables of docs/ACCURACY.md from the JSON lines that
+tools/eval/accuracy/run_matrix.sh wrote.
 
-    /usr/bin/python3 tools/accuracy/summarize.py accuracy_results.jsonl [more.jsonl ...]
+    /usr/bin/python3 tools/eval/accuracy/summarize.py accuracy_results.jsonl [more.jsonl ...]
 
 One row per configuration (ranks, epochs, learning rate, allreduce algorithm, compression,
 sparsity, engine settings such as THREELC_SCALE_TILE): the seeds run, mean test accuracy (and per seed), its difference
@@ -20,6 +21,8 @@ import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+from run_log import RunLog, log_name, short_log_name
 
 WARNING = re.compile(r"running away|NaN or Inf")
 
@@ -54,22 +57,25 @@ def label(k: tuple) -> str:
     return f"| {model} | {ranks} | {epochs} | {lr:g} | {algorithm} | {what} "
 
 
+def run_log(run: dict) -> RunLog:
+    """The run as run_matrix.sh named its log, from its JSON line."""
+    model, ranks, _, _, algorithm, compression, _, settings = key(run)
+    sparsity = run.get("sparsity")
+    return RunLog(model=model, ranks=str(ranks), algorithm=algorithm,
+                  method=run.get("hook") or compression,
+                  sparsity=str(sparsity if sparsity is not None else "1.0"), settings=settings,
+                  hook_args=run.get("hook_args") or "",  # the DDP example's, run_matrix.sh's
+                  lr=str(run.get("lr")), epochs=str(run.get("epochs")), seed=str(run["seed"]))
+
+
 def warnings_in(run: dict) -> int:
     logs = run["_logs"]
     if not logs.is_dir():
         return 0
-    model, ranks, _, _, algorithm, compression, _, settings = key(run)
-    sparsity = run.get("sparsity")
-    chunk = "-" + re.sub(r"[^A-Za-z0-9=.]", "_", settings) if settings else ""
-    prefix = "" if model == "cnn" else f"{model}-"
-    if run.get("hook_args"):  # the DDP example's hook arguments run_matrix.sh gave
-        chunk += "-" + re.sub(r"[^A-Za-z0-9=.]", "_", run["hook_args"])
-    hook = run.get("hook")
-    stem = (f"{prefix}np{ranks}-{algorithm}-{hook or compression}-"
-            f"s{sparsity if sparsity is not None else '1.0'}")
-    path = logs / f"{stem}{chunk}-lr{run.get('lr')}-e{run.get('epochs')}-seed{run['seed']}.log"
-    if not path.exists():  # logs of run_matrix.sh before it named the learning rate
-        path = logs / f"{stem}-seed{run['seed']}.log"
+    name = run_log(run)
+    path = logs / log_name(name)
+    if not path.exists():
+        path = logs / short_log_name(name)
     if not path.exists():
         return 0
     return sum(1 for line in path.read_text(errors="replace").splitlines()

@@ -1,0 +1,46 @@
+"""The variables every rank gets: the job's (size, coordinator, secret, the flags' settings)
+and each rank's identity."""
+
+import os
+import secrets
+import socket
+
+from launcher.hosts import coordinator_host
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def job_env(args):
+    """Variables common to every rank (without the per-rank ones and without PYTHONPATH)."""
+    env = {
+        "THREELC_SIZE": str(args.np),
+        "THREELC_COORDINATOR": f"{coordinator_host(args.placements)}:{args.port or free_port()}",
+        "THREELC_SECRET": secrets.token_hex(32),
+    }
+    for flag, var in (("transport", "THREELC_TRANSPORT"), ("compression", "THREELC_COMPRESSION"),
+                      ("sparsity", "THREELC_SPARSITY"), ("timeline", "THREELC_TIMELINE"),
+                      ("start_timeout", "THREELC_START_TIMEOUT")):
+        value = getattr(args, flag)
+        if value is not None:
+            env[var] = str(value)
+    return env
+
+
+def rank_env(job, placement):
+    env = dict(job)
+    env.update({
+        "THREELC_RANK": str(placement["rank"]),
+        "THREELC_LOCAL_RANK": str(placement["local_rank"]),
+        "THREELC_LOCAL_SIZE": str(placement["local_size"]),
+        "THREELC_CROSS_RANK": str(placement["cross_rank"]),
+        "THREELC_CROSS_SIZE": str(placement["cross_size"]),
+    })
+    if placement["local_size"] > 1 and "OMP_NUM_THREADS" not in os.environ:
+        # As torchrun does: ranks that share a host would each start OpenMP pools of every
+        # core (torch.set_num_threads covers only the thread that calls it).
+        env["OMP_NUM_THREADS"] = "1"
+    return env
