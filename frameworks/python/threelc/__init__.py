@@ -2,8 +2,9 @@
 
 The package loads libthreelc.so with ctypes (see :mod:`threelc._library` for where it
 looks; ``THREELC_LIBRARY`` overrides). :mod:`threelc.codec` binds the codec to numpy,
-:mod:`threelc.engine` the engine's C ABI (handles, submissions), and :mod:`threelc.numpy` is
-the Horovod-style functional API on numpy arrays (``import threelc.numpy as hvd``);
+:mod:`threelc.engine` the engine's C ABI (handles, submissions), :mod:`threelc.dtypes` names
+the element types both share, and :mod:`threelc.numpy` is the Horovod-style functional API on
+numpy arrays (``import threelc.numpy as hvd``);
 :mod:`threelc.torch` is Horovod's PyTorch API (``import threelc.torch as hvd``), imported on
 demand since it needs torch.
 

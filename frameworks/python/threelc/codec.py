@@ -21,6 +21,8 @@ from typing import NamedTuple, Optional, Union
 import numpy as np
 
 from ._library import lib
+from .dtypes import NUMPY_CODES
+from .engine.errors import EMALFORMED
 
 __all__ = [
     "CodecError",
@@ -39,10 +41,9 @@ __all__ = [
 FORMAT_RAW = 0
 FORMAT_3LC = 1
 
-# threelc_dtype numbering (threelc/codec.h).
-_DTYPES = {np.dtype(np.float16): 4, np.dtype(np.float32): 6}
+# The dtypes the codec encodes, with their threelc_dtype codes.
+_DTYPES = {dt: NUMPY_CODES[dt] for dt in (np.dtype(np.float16), np.dtype(np.float32))}
 _SIZE_MAX = ctypes.c_size_t(-1).value
-_EINVAL, _EMALFORMED = -1, -2
 
 Buffer = Union[bytes, bytearray, memoryview, np.ndarray]
 
@@ -190,7 +191,7 @@ def decompress(block: Buffer, count: Optional[int] = None) -> np.ndarray:
     info = inspect(buf)
     if count is not None and info.count != count:
         raise CodecError(f"malformed block: block holds {info.count} values, "
-                         f"receiver expects {count}", _EMALFORMED)
+                         f"receiver expects {count}", EMALFORMED)
     out = np.empty(info.count, dtype=np.float32)
     rc = lib.threelc_codec_decode(buf.ctypes.data, buf.shape[0], info.count, _float_ptr(out))
     _check(rc, "malformed block")

@@ -19,10 +19,11 @@ DistributedDataParallel users add one line instead (:mod:`.ddp`)::
 
     model.register_comm_hook(hvd.DDPHookState(), hvd.ddp_comm_hook)
 
-The modules: :mod:`.ops` (collectives and handles), :mod:`.autograd` (their differentiable
-forms), :mod:`.compression`, :mod:`.optimizer` (DistributedOptimizer), :mod:`.functions`
-(broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object),
-:mod:`.ddp` (the DDP communication hook).
+The modules: :mod:`.async_ops` (submissions and handles), :mod:`.autograd` (the
+differentiable forms), :mod:`.ops` (the synchronous collectives), :mod:`.compression`,
+:mod:`.optimizer` (DistributedOptimizer), :mod:`.functions` (broadcast_parameters,
+broadcast_optimizer_state, broadcast_object, allgather_object), :mod:`.ddp` (the DDP
+communication hook).
 """
 
 from .. import engine as _engine

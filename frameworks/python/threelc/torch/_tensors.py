@@ -21,9 +21,8 @@ import torch
 
 from .. import engine as _engine
 
-# The engine's eight element types (threelc_dtype), as torch dtypes.
-SUPPORTED_DTYPES = (torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16,
-                    torch.bfloat16, torch.float32, torch.float64)
+# The engine's eight element types (threelc_dtype), as torch dtypes of the same names.
+SUPPORTED_DTYPES = tuple(getattr(torch, name) for name in _engine.DTYPES)
 
 
 def check_tensor(tensor, what: str = "tensor", reducing: bool = False) -> torch.Tensor:

@@ -19,7 +19,8 @@ import torch
 
 from .. import engine as _engine
 from ..engine import Average, Sum
-from . import ops
+from .async_ops import (allgather_async, alltoall_async, broadcast_async, grouped_submit,
+                        reducescatter_async, submit_with_wire, synchronize)
 
 
 def _linear(op, what: str) -> None:
@@ -32,13 +33,13 @@ class AllreduceFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, wire):
         ctx.op, ctx.prescale, ctx.postscale = op, prescale_factor, postscale_factor
-        return ops.synchronize(ops._submit_with_wire(tensor, False, name, op, prescale_factor,
-                                                     postscale_factor, wire))
+        return synchronize(submit_with_wire(tensor, False, name, op, prescale_factor,
+                                            postscale_factor, wire))
 
     @staticmethod
     def backward(ctx, grad_output):
         _linear(ctx.op, "allreduce")
-        grad = ops.synchronize(ops._submit_with_wire(
+        grad = synchronize(submit_with_wire(
             grad_output.contiguous(), False, None, ctx.op, ctx.prescale, ctx.postscale,
             _engine.Compression.none))
         return grad, None, None, None, None, None
@@ -48,30 +49,29 @@ class GroupedAllreduceFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, op, prescale_factor, postscale_factor, wire, *tensors):
         ctx.op, ctx.prescale, ctx.postscale = op, prescale_factor, postscale_factor
-        handle = ops._grouped_submit(tensors, False, None, name, op, prescale_factor,
-                                     postscale_factor, wire)
-        return tuple(ops.synchronize(handle))
+        handle = grouped_submit(tensors, False, None, name, op, prescale_factor,
+                                postscale_factor, wire)
+        return tuple(synchronize(handle))
 
     @staticmethod
     def backward(ctx, *grad_outputs):
         _linear(ctx.op, "grouped_allreduce")
-        handle = ops._grouped_submit([g.contiguous() for g in grad_outputs], False, None, None,
-                                     ctx.op, ctx.prescale, ctx.postscale,
-                                     _engine.Compression.none)
-        return (None, None, None, None, None, *ops.synchronize(handle))
+        handle = grouped_submit([g.contiguous() for g in grad_outputs], False, None, None,
+                                ctx.op, ctx.prescale, ctx.postscale, _engine.Compression.none)
+        return (None, None, None, None, None, *synchronize(handle))
 
 
 class AllgatherFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name):
         ctx.rows = tensor.shape[0] if tensor.dim() > 0 else 0
-        return ops.synchronize(ops.allgather_async(tensor, name))
+        return synchronize(allgather_async(tensor, name))
 
     @staticmethod
     def backward(ctx, grad_output):
-        summed = ops.synchronize(ops._submit_with_wire(
+        summed = synchronize(submit_with_wire(
             grad_output.contiguous(), False, None, Sum, 1.0, 1.0, _engine.Compression.none))
-        rows = ops.synchronize(ops.allgather_async(torch.tensor([ctx.rows], dtype=torch.int64)))
+        rows = synchronize(allgather_async(torch.tensor([ctx.rows], dtype=torch.int64)))
         offset = int(rows[: _engine.rank()].sum())
         return summed.narrow(0, offset, ctx.rows), None
 
@@ -80,11 +80,11 @@ class BroadcastFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, root_rank, name):
         ctx.root_rank = root_rank
-        return ops.synchronize(ops.broadcast_async(tensor, root_rank, name))
+        return synchronize(broadcast_async(tensor, root_rank, name))
 
     @staticmethod
     def backward(ctx, grad_output):
-        summed = ops.synchronize(ops._submit_with_wire(
+        summed = synchronize(submit_with_wire(
             grad_output.contiguous(), False, None, Sum, 1.0, 1.0, _engine.Compression.none))
         if _engine.rank() != ctx.root_rank:
             summed = torch.zeros_like(summed)
@@ -94,14 +94,14 @@ class BroadcastFn(torch.autograd.Function):
 class AlltoallFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, splits, name):
-        output, received = ops.synchronize(ops.alltoall_async(tensor, splits, name))
+        output, received = synchronize(alltoall_async(tensor, splits, name))
         ctx.received = received
         ctx.mark_non_differentiable(received)
         return output, received
 
     @staticmethod
     def backward(ctx, grad_output, _grad_received):
-        grad, _ = ops.synchronize(ops.alltoall_async(grad_output.contiguous(), ctx.received))
+        grad, _ = synchronize(alltoall_async(grad_output.contiguous(), ctx.received))
         return grad, None, None
 
 
@@ -110,13 +110,13 @@ class ReducescatterFn(torch.autograd.Function):
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
         ctx.scale = prescale_factor * postscale_factor
         ctx.op = op
-        return ops.synchronize(ops.reducescatter_async(tensor, name, op,
-                                                       prescale_factor=prescale_factor,
-                                                       postscale_factor=postscale_factor))
+        return synchronize(reducescatter_async(tensor, name, op,
+                                               prescale_factor=prescale_factor,
+                                               postscale_factor=postscale_factor))
 
     @staticmethod
     def backward(ctx, grad_output):
         _linear(ctx.op, "reducescatter")
-        gathered = ops.synchronize(ops.allgather_async(grad_output.contiguous()))
+        gathered = synchronize(allgather_async(grad_output.contiguous()))
         scale = ctx.scale / (_engine.size() if int(ctx.op) == int(Average) else 1)
         return (gathered * scale if scale != 1 else gathered), None, None, None, None

@@ -30,7 +30,7 @@ import torch
 
 from .. import engine as _engine
 from ..engine import Average
-from . import _feedback, ops
+from . import _feedback, async_ops
 from .compression import Compression, check_compressor, engine_compression
 
 
@@ -59,7 +59,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._params: List[torch.Tensor] = [p for group in self.param_groups
                                             for p in group["params"] if p.requires_grad]
         self._delay: Dict[torch.Tensor, int] = {p: backward_passes_per_step for p in self._params}
-        self._handles: Dict[torch.Tensor, Tuple[Optional[ops.Handle], object]] = {}
+        self._handles: Dict[torch.Tensor, Tuple[Optional[async_ops.Handle], object]] = {}
         self._hooks: list = []
         self._synchronized = False
         self._should_synchronize = True
@@ -101,8 +101,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                  f"sparse_as_dense=True to DistributedOptimizer")
             p.grad = p.grad.to_dense()
         compressed, ctx = self._compression.compress(p.grad)
-        handle = ops._submit_with_wire(compressed, True, NAME_PREFIX + self._names[p],
-                                       self._op, self._prescale, self._postscale, self._wire)
+        handle = async_ops.submit_with_wire(compressed, True, NAME_PREFIX + self._names[p],
+                                            self._op, self._prescale, self._postscale, self._wire)
         return handle, (compressed, ctx)
 
     # -- the Horovod interface ---------------------------------------------------------------
@@ -118,7 +118,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         first_error = None
         for p, (handle, (compressed, ctx)) in self._handles.items():
             try:
-                output = ops.synchronize(handle)
+                output = async_ops.synchronize(handle)
             except Exception as e:  # noqa: BLE001 (wait for the others, then raise the first)
                 first_error = first_error or e
                 continue
@@ -207,7 +207,7 @@ def _parameter_names(param_groups, named_parameters) -> Dict[torch.Tensor, str]:
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.default,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False,
-                         process_set=ops.global_process_set):
+                         process_set=async_ops.global_process_set):
     """Wraps `optimizer` so that ``step()`` applies gradients averaged (op) over every rank.
 
     `named_parameters`: ``model.named_parameters()`` (names key the allreduces and their 3LC
@@ -217,7 +217,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     allreduce. `gradient_predivide_factor`: with op=Average, divide by this before the sum and
     by size()/factor after it. `num_groups`/`groups`: accepted, fusion is the engine's.
     """
-    ops._check_process_set(process_set)
+    async_ops.check_process_set(process_set)
     check_compressor(compression)
     if int(backward_passes_per_step) < 1:
         raise ValueError(f"backward_passes_per_step must be >= 1, got {backward_passes_per_step}")

@@ -1,0 +1,185 @@
+"""The submissions: one function per collective of the C ABI (allreduce, push_pull,
+broadcast, allgather, reducescatter, alltoall, barrier, join), each returning a
+:class:`~threelc.engine.Handle`, and flush."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from ..dtypes import DTYPES, DTypeLike, dtype_code
+from .abi import _check, _fn, _initialized_struct, _Tensor, last_error
+from .arguments import _array, _name_bytes, _options, _output, _tensor
+from .errors import EINTERNAL, ThreelcError, error_name
+from .handles import Handle, _reap_orphans
+from .reduce_ops import Sum
+from .results import _engine_result, _result
+
+__all__ = [
+    "allreduce", "allreduce_device", "push_pull", "broadcast", "allgather", "reducescatter",
+    "alltoall", "barrier", "flush", "join",
+]
+
+
+def _submit(cfn: str, kind: str, name: Optional[str], tensor, options, keep: tuple,
+            finish: Callable[[int], Any]) -> Handle:
+    _reap_orphans()
+    if tensor is None:
+        hid = _fn(cfn)()
+    else:
+        hid = _fn(cfn)(ctypes.byref(tensor), ctypes.byref(options))
+    if hid <= 0:
+        message = last_error() or f"{kind} was refused with {error_name(int(hid))}"
+        raise ThreelcError(message, int(hid) if hid < 0 else EINTERNAL)
+    # The structs themselves are read at submission only, but keeping them costs nothing.
+    return Handle(hid, kind, name, keep + (tensor, options), finish)
+
+
+def allreduce(array: np.ndarray, output: Optional[np.ndarray] = None, *,
+              name: Optional[str] = None, op=Sum, prescale: float = 1.0,
+              postscale: float = 1.0, compression=None, sparsity: Optional[float] = None,
+              dtype: DTypeLike = None, _cfn: str = "threelc_allreduce") -> Handle:
+    """Submits an allreduce of `array` into `output` (a new array when None; may be `array`
+    itself). ``wait()`` returns the output array.
+
+    `op` defaults to Sum here (the C default); :func:`threelc.numpy.allreduce` follows
+    Horovod with Average. `compression` is a Compression member (None: Compression.default);
+    `sparsity` overrides its sparsity.
+    """
+    array = _array(array)
+    code = dtype_code(array, dtype)
+    out = _output(array, output)
+    raw_name = _name_bytes(name)
+    tensor, shape = _tensor(array, code, raw_name, out)
+    options = _options(op=op, prescale=prescale, postscale=postscale, compression=compression,
+                       sparsity=sparsity)
+    kind = "push_pull" if _cfn == "threelc_push_pull" else "allreduce"
+    return _submit(_cfn, kind, name, tensor, options, (array, out, shape, raw_name),
+                   lambda hid: out)
+
+
+def allreduce_device(data: int, output: int, shape: Sequence[int], dtype: str, device: int,
+                     stream: int = 0, *, name: Optional[str] = None, op=Sum,
+                     prescale: float = 1.0, postscale: float = 1.0, compression=None,
+                     sparsity: Optional[float] = None, keep: tuple = (),
+                     _cfn: str = "threelc_allreduce") -> Handle:
+    """Submits an allreduce of a dense tensor in CUDA device memory: `data` and `output`
+    (device pointers; output may equal data) of `shape` and engine dtype name `dtype`, on
+    CUDA device `device`, ready on `stream` (a cudaStream_t as int; 0: the legacy default
+    stream). `keep` holds whatever owns the memory until the handle completes; ``wait()``
+    returns None once the output is written. Only compressed blocks cross PCIe when 3LC is
+    used (docs/ARCHITECTURE.md)."""
+    if dtype not in DTYPES:
+        raise TypeError(f"dtype {dtype!r} is not one the engine reduces; expected one of "
+                        f"{', '.join(DTYPES)}")
+    dims = [int(d) for d in shape]
+    raw_name = _name_bytes(name)
+    t = _initialized_struct(_Tensor, "threelc_tensor_init")
+    shape_array = (ctypes.c_int64 * max(1, len(dims)))(*dims)
+    t.name = raw_name
+    t.dtype = DTYPES[dtype]
+    t.ndim = len(dims)
+    t.shape = ctypes.cast(shape_array, ctypes.POINTER(ctypes.c_int64))
+    t.data = int(data)
+    t.output = int(output)
+    t.device = int(device)
+    t.stream = int(stream) or None
+    options = _options(op=op, prescale=prescale, postscale=postscale, compression=compression,
+                       sparsity=sparsity)
+    kind = "push_pull" if _cfn == "threelc_push_pull" else "allreduce"
+    return _submit(_cfn, kind, name, t, options, tuple(keep) + (shape_array, raw_name),
+                   lambda hid: None)
+
+
+def push_pull(array: np.ndarray, output: Optional[np.ndarray] = None, **kwargs) -> Handle:
+    """The same operation as :func:`allreduce`, under the paper's name (threelc_push_pull)."""
+    return allreduce(array, output, _cfn="threelc_push_pull", **kwargs)
+
+
+def broadcast(array: np.ndarray, root_rank: int, output: Optional[np.ndarray] = None, *,
+              name: Optional[str] = None, dtype: DTypeLike = None) -> Handle:
+    """Submits a broadcast of root_rank's `array`; ``wait()`` returns the output array."""
+    array = _array(array)
+    code = dtype_code(array, dtype)
+    out = _output(array, output)
+    raw_name = _name_bytes(name)
+    tensor, shape = _tensor(array, code, raw_name, out)
+    options = _options(root_rank=root_rank)
+    return _submit("threelc_broadcast", "broadcast", name, tensor, options,
+                   (array, out, shape, raw_name), lambda hid: out)
+
+
+def allgather(array: np.ndarray, *, name: Optional[str] = None,
+              dtype: DTypeLike = None) -> Handle:
+    """Submits an allgather: every rank's `array` concatenated along the first dimension
+    (whose length may differ between ranks). ``wait()`` returns a new array."""
+    array = _array(array)
+    code = dtype_code(array, dtype)
+    raw_name = _name_bytes(name)
+    tensor, shape = _tensor(array, code, raw_name, None)
+    options = _options()
+    return _submit("threelc_allgather", "allgather", name, tensor, options,
+                   (array, shape, raw_name), _engine_result(array, code))
+
+
+def reducescatter(array: np.ndarray, *, name: Optional[str] = None, op=Sum,
+                  prescale: float = 1.0, postscale: float = 1.0,
+                  dtype: DTypeLike = None) -> Handle:
+    """Submits a reducescatter: the reduction of `array` over the ranks, of which rank r
+    gets the r-th part of the first dimension (the first dim0 % size ranks one row more).
+    ``wait()`` returns a new array."""
+    array = _array(array)
+    code = dtype_code(array, dtype)
+    raw_name = _name_bytes(name)
+    tensor, shape = _tensor(array, code, raw_name, None)
+    options = _options(op=op, prescale=prescale, postscale=postscale)
+    return _submit("threelc_reducescatter", "reducescatter", name, tensor, options,
+                   (array, shape, raw_name), _engine_result(array, code))
+
+
+def alltoall(array: np.ndarray, splits: Optional[Sequence[int]] = None, *,
+             name: Optional[str] = None, dtype: DTypeLike = None) -> Handle:
+    """Submits an alltoall: rows ``splits[j]`` of the first dimension go to rank j (None:
+    equal parts). ``wait()`` returns ``(received rows in rank order, received_splits)``."""
+    array = _array(array)
+    code = dtype_code(array, dtype)
+    raw_name = _name_bytes(name)
+    tensor, shape = _tensor(array, code, raw_name, None)
+    split_array = None
+    if splits is not None:
+        split_array = np.ascontiguousarray(np.asarray(splits), dtype=np.int64)
+        if split_array.ndim != 1:
+            raise ValueError(f"splits must be 1-D, got shape {split_array.shape}")
+    options = _options(splits=split_array)
+    as_array = _engine_result(array, code)
+
+    def finish(hid: int):
+        r = _result(hid)
+        data = as_array(hid)
+        if r.nsplits < 0 or (r.nsplits and not r.received_splits):
+            raise ThreelcError("engine returned no received splits for an alltoall", EINTERNAL)
+        received = np.array([r.received_splits[i] for i in range(r.nsplits)], dtype=np.int64)
+        return data, received
+
+    return _submit("threelc_alltoall", "alltoall", name, tensor, options,
+                   (array, shape, raw_name, split_array), finish)
+
+
+def barrier() -> Handle:
+    """Submits a barrier; ``wait()`` returns None once every rank has submitted one."""
+    return _submit("threelc_barrier", "barrier", None, None, None, (), lambda hid: None)
+
+
+def flush() -> None:
+    """A hint that what this rank has submitted is all it will submit for now: the engine
+    negotiates it at once instead of at its next cycle (THREELC_CYCLE_TIME_MS)."""
+    _check(_fn("threelc_flush")(), "threelc_flush")
+
+
+def join() -> Handle:
+    """Submits a join (this rank has no more data); ``wait()`` returns the last rank to
+    join once every rank has joined."""
+    return _submit("threelc_join", "join", None, None, None, (),
+                   lambda hid: int(_result(hid).last_joined_rank))
