@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -124,6 +125,27 @@ struct PendingAnswer {
   std::condition_variable cv;
   bool done = false;
   std::optional<WaitAnswer> answer;
+};
+
+// The wait queries a pair sent that its peer has not answered yet, oldest first (the pair's I/O
+// thread only).
+class AskedQueries {
+ public:
+  void add(std::shared_ptr<PendingAnswer> pending) { pending_.push_back(std::move(pending)); }
+  // Answers come in the order of the queries; one nobody asked is dropped.
+  void answer(const WaitAnswer& value) {
+    if (pending_.empty()) return;
+    pending_.front()->set(value);
+    pending_.pop_front();
+  }
+  // The pair failed: no query gets its answer.
+  void fail_all() {
+    for (auto& pending : pending_) pending->set(std::nullopt);
+    pending_.clear();
+  }
+
+ private:
+  std::deque<std::shared_ptr<PendingAnswer>> pending_;
 };
 
 }  // namespace threelc::transport::detail

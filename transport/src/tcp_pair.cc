@@ -8,20 +8,16 @@
 
 namespace threelc::transport::detail {
 
-TcpPair::TcpPair(tcp::socket socket, int self, int peer, bool control, const Options& options,
-                 Links links)
-    : socket_(std::move(socket)),
-      self_(self),
-      peer_(peer),
-      control_(control),
-      max_bytes_(options.max_message_bytes),
-      timeout_(options.timeout),
-      name_(peer_name()),
-      links_(std::move(links)) {
-  tune_socket(socket_);
+namespace {
+// The peer as messages name it.
+std::string channel_name(int self, int peer, bool control) {
+  if (control) {
+    return self == 0 ? "rank " + std::to_string(peer) + " (control channel)"
+                     : "the coordinator (rank 0, control channel)";
+  }
+  return "rank " + std::to_string(peer);
 }
 
-namespace {
 std::string reserved_tag_error(int self, uint32_t tag) {
   return "threelc rank " + std::to_string(self) + ": tag " + std::to_string(tag) +
          " is reserved (tags from " + std::to_string(kFirstReservedTag) +
@@ -29,18 +25,20 @@ std::string reserved_tag_error(int self, uint32_t tag) {
 }
 }  // namespace
 
+TcpPair::TcpPair(tcp::socket socket, int self, int peer, bool control, const Options& options,
+                 Links links)
+    : PairRequests(self, peer, channel_name(self, peer, control), options, std::move(links)),
+      socket_(std::move(socket)) {
+  tune_socket(socket_);
+}
+
 Request TcpPair::send(uint32_t tag, std::span<const std::byte> bytes) {
-  auto state = make_state("send of " + std::to_string(bytes.size()) + " bytes with tag " +
-                          std::to_string(tag) + " to " + name_);
+  auto state = make_send_state(tag, bytes.size());
   if (tag >= kFirstReservedTag) {
     state->fail(reserved_tag_error(self_, tag));
     return Request(state);
   }
-  if (bytes.size() > max_bytes_) {
-    state->fail("threelc rank " + std::to_string(self_) + ": " + state->what +
-                " exceeds THREELC_MAX_MESSAGE_BYTES=" + std::to_string(max_bytes_));
-    return Request(state);
-  }
+  if (fail_if_too_large(*state, bytes.size())) return Request(state);
   asio::post(socket_.get_executor(), [self = shared_from_this(), tag, bytes, state] {
     if (!self->failed_.empty()) return state->fail(self->failed_);
     self->sendq_.push_back(SendOp{encode_frame_header(tag, bytes.size()), bytes, state, nullptr});
@@ -50,7 +48,7 @@ Request TcpPair::send(uint32_t tag, std::span<const std::byte> bytes) {
 }
 
 Request TcpPair::recv(uint32_t tag, std::span<std::byte> into) {
-  auto state = make_state("receive with tag " + std::to_string(tag) + " from " + name_);
+  auto state = make_recv_state(tag);
   if (tag >= kFirstReservedTag) {
     state->fail(reserved_tag_error(self_, tag));
     return Request(state);
@@ -74,8 +72,7 @@ void TcpPair::fail(const std::string& message) {
   for (auto& op : sendq_) op.state->fail(message);
   sendq_.clear();
   urgent_.clear();
-  for (auto& pending : asks_) pending->set(std::nullopt);
-  asks_.clear();
+  asks_.fail_all();
   for (auto& [tag, queue] : posted_) {
     for (auto& op : queue) op.state->fail(message);
   }
@@ -126,7 +123,7 @@ std::optional<WaitAnswer> TcpPair::ask(std::chrono::milliseconds wait) {
   auto pending = std::make_shared<PendingAnswer>();
   asio::post(socket_.get_executor(), [self = shared_from_this(), pending] {
     if (!self->failed_.empty()) return pending->set(std::nullopt);
-    self->asks_.push_back(pending);
+    self->asks_.add(pending);
     self->send_urgent(SendOp{encode_frame_header(kWaitQueryTag, 0), {}, nullptr, nullptr});
   });
   return pending->wait_for(wait);
@@ -135,29 +132,6 @@ std::optional<WaitAnswer> TcpPair::ask(std::chrono::milliseconds wait) {
 void TcpPair::send_urgent(SendOp op) {
   urgent_.push_back(std::move(op));
   if (!writing_) write_next();
-}
-
-std::string TcpPair::peer_name() const {
-  if (control_) {
-    return self_ == 0 ? "rank " + std::to_string(peer_) + " (control channel)"
-                      : "the coordinator (rank 0, control channel)";
-  }
-  return "rank " + std::to_string(peer_);
-}
-
-std::shared_ptr<RequestState> TcpPair::make_state(std::string what) {
-  auto state = std::make_shared<RequestState>(peer_, std::move(what), timeout_);
-  std::weak_ptr<TcpPair> weak = weak_from_this();
-  state->on_timeout = [weak](const std::string& message) {
-    if (auto self = weak.lock()) self->close_after_timeout(message);
-  };
-  state->ask = [weak](std::chrono::milliseconds wait) -> std::optional<WaitAnswer> {
-    if (auto self = weak.lock()) return self->ask(wait);
-    return std::nullopt;
-  };
-  state->waits = links_.waits;
-  state->self = self_;
-  return state;
 }
 
 void TcpPair::on_error(const error_code& ec, const char* doing) {
@@ -218,15 +192,11 @@ void TcpPair::post_recv(uint32_t tag, RecvOp op) {
 }
 
 void TcpPair::deliver(const Staged& staged, RecvOp& op) {
-  if (staged.length > op.into.size()) return too_long(op, staged.length);
+  if (staged.length > op.into.size()) {
+    return fail_too_long(*op.state, staged.length, op.into.size());
+  }
   if (staged.length != 0) std::memcpy(op.into.data(), staged.data.get(), staged.length);
   op.state->complete(staged.length);
-}
-
-void TcpPair::too_long(RecvOp& op, uint64_t length) {
-  op.state->fail(prefix() + "message of " + std::to_string(length) + " bytes from " + name_ +
-                 " does not fit the receive buffer of " + std::to_string(op.into.size()) +
-                 " bytes (" + op.state->what + ")");
 }
 
 void TcpPair::read_header() {
@@ -274,7 +244,7 @@ void TcpPair::on_header() {
             self->read_header();
           });
     }
-    too_long(op, header.length);
+    fail_too_long(*op.state, header.length, op.into.size());
     return stage(header, /*keep=*/false);
   }
   stage(header, /*keep=*/true);
@@ -301,7 +271,7 @@ void TcpPair::answer_query(uint64_t length) {
     return fail(prefix() + "malformed frame from " + name_ + ": a wait query of " +
                 std::to_string(length) + " bytes (it has none)");
   }
-  const WaitAnswer answer = links_.waits ? links_.waits->longest() : WaitAnswer{};
+  const WaitAnswer answer = longest_wait();
   auto payload = std::make_shared<WaitAnswerBytes>(encode_wait_answer(answer));
   send_urgent(SendOp{encode_frame_header(kWaitAnswerTag, payload->size()),
                      std::as_bytes(std::span(*payload)), nullptr, payload});
@@ -320,11 +290,7 @@ void TcpPair::read_answer(uint64_t length) {
                      if (ec) return self->on_error(ec, "receiving a wait answer");
                      WaitAnswer answer;
                      (void)parse_wait_answer(self->answer_in_, answer);  // the length is right
-                     // Answers come in the order of the queries; one nobody asked is dropped.
-                     if (!self->asks_.empty()) {
-                       self->asks_.front()->set(answer);
-                       self->asks_.pop_front();
-                     }
+                     self->asks_.answer(answer);
                      self->read_header();
                    });
 }
@@ -346,7 +312,7 @@ void TcpPair::read_staged(const std::shared_ptr<Staged>& staged) {
   if (staged->waiter && !staged->direct) {
     RecvOp& op = *staged->waiter;
     if (staged->length > op.into.size()) {
-      too_long(op, staged->length);
+      fail_too_long(*op.state, staged->length, op.into.size());
       staged->waiter.reset();
     } else {
       // Hand over: copy what has arrived, read the rest straight into the receive's buffer.

@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -15,22 +14,17 @@
 #include <vector>
 
 #include "frame.h"
+#include "pair_requests.h"
 #include "request.h"
 #include "tcp_socket.h"
 #include "threelc/transport/transport.h"
 
 namespace threelc::transport::detail {
 
-class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> {
+class TcpPair final : public Pair,
+                      public PairRequests<TcpPair>,
+                      public std::enable_shared_from_this<TcpPair> {
  public:
-  // Called on the I/O thread when the peer's stop notice arrives: (peer, its reason).
-  using StopHandler = std::function<void(int, const std::string&)>;
-  // What a pair shares with its context.
-  struct Links {
-    StopHandler on_stop;
-    std::shared_ptr<WaitRegistry> waits;  // this rank's waits: what the peer's queries get
-  };
-
   TcpPair(tcp::socket socket, int self, int peer, bool control, const Options& options,
           Links links);
 
@@ -79,9 +73,6 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
     std::optional<RecvOp> waiter;  // a receive matched while the payload was still arriving
   };
 
-  std::string peer_name() const;
-  std::shared_ptr<RequestState> make_state(std::string what);
-  std::string prefix() const { return "threelc rank " + std::to_string(self_) + ": "; }
   void on_error(const error_code& ec, const char* doing);
   // A send failed (the peer closed or reset the connection). What the peer sent before, such
   // as a stop notice saying why it stopped, may still be unread: the read side ends the pair
@@ -90,7 +81,6 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
   void write_next();
   void post_recv(uint32_t tag, RecvOp op);
   void deliver(const Staged& staged, RecvOp& op);
-  void too_long(RecvOp& op, uint64_t length);
   void read_header();
   void on_header();
   void read_stop_notice(uint64_t length);
@@ -109,20 +99,13 @@ class TcpPair final : public Pair, public std::enable_shared_from_this<TcpPair> 
   void release_staging(Staged& staged);
 
   tcp::socket socket_;
-  const int self_;
-  const int peer_;
-  const bool control_;
-  const uint64_t max_bytes_;
-  const std::chrono::milliseconds timeout_;
-  const std::string name_;
-  const Links links_;
 
   std::string failed_;  // non-empty once the connection is gone
   std::deque<SendOp> sendq_;
   std::deque<SendOp> urgent_;  // wait queries and answers: written before sendq_
   bool writing_ = false;
-  bool writing_urgent_ = false;                      // the write in progress is urgent_.front()
-  std::deque<std::shared_ptr<PendingAnswer>> asks_;  // queries sent, in order, not yet answered
+  bool writing_urgent_ = false;  // the write in progress is urgent_.front()
+  AskedQueries asks_;
   WaitAnswerBytes answer_in_{};
   FrameHeaderBytes header_{};
   std::unordered_map<uint32_t, std::deque<RecvOp>> posted_;

@@ -19,24 +19,14 @@ std::byte empty_message[1];
 }  // namespace
 
 UcxPair::UcxPair(UcxWorker& worker, int self, int peer, const Options& options, Links links)
-    : worker_(worker),
-      self_(self),
-      peer_(peer),
-      max_bytes_(options.max_message_bytes),
-      timeout_(options.timeout),
-      name_("rank " + std::to_string(peer)),
-      links_(std::move(links)) {}
+    : PairRequests(self, peer, "rank " + std::to_string(peer), options, std::move(links)),
+      worker_(worker) {}
 
 UcxPair::~UcxPair() = default;
 
 Request UcxPair::send(uint32_t tag, std::span<const std::byte> bytes) {
-  auto state = make_state("send of " + std::to_string(bytes.size()) + " bytes with tag " +
-                          std::to_string(tag) + " to " + name_);
-  if (bytes.size() > max_bytes_) {
-    state->fail(prefix() + state->what +
-                " exceeds THREELC_MAX_MESSAGE_BYTES=" + std::to_string(max_bytes_));
-    return Request(state);
-  }
+  auto state = make_send_state(tag, bytes.size());
+  if (fail_if_too_large(*state, bytes.size())) return Request(state);
   worker_.post([self = shared_from_this(), tag, bytes, state] {
     auto op = std::make_unique<Op>(Op{self.get(), state});
     op->tag = tag;
@@ -47,7 +37,7 @@ Request UcxPair::send(uint32_t tag, std::span<const std::byte> bytes) {
 }
 
 Request UcxPair::recv(uint32_t tag, std::span<std::byte> into) {
-  auto state = make_state("receive with tag " + std::to_string(tag) + " from " + name_);
+  auto state = make_recv_state(tag);
   worker_.post([self = shared_from_this(), tag, into, state] {
     auto op = std::make_unique<Op>(Op{self.get(), state});
     op->receive = true;
@@ -137,7 +127,7 @@ std::optional<WaitAnswer> UcxPair::ask(std::chrono::milliseconds wait) {
   auto pending = std::make_shared<PendingAnswer>();
   worker_.post([self = shared_from_this(), pending] {
     if (!self->failed_.empty()) return pending->set(std::nullopt);
-    self->asks_.push_back(pending);
+    self->asks_.add(pending);
     self->send_untracked(empty_message, 0, query_tag(self->self_), nullptr);
   });
   return pending->wait_for(wait);
@@ -159,7 +149,7 @@ void UcxPair::post_wait_receive(Kind kind) {
 
 void UcxPair::on_query() {
   if (!failed_.empty()) return;  // closing: the peer learns why from the goodbye
-  const WaitAnswer answer = links_.waits ? links_.waits->longest() : WaitAnswer{};
+  const WaitAnswer answer = longest_wait();
   auto* payload = new WaitAnswerBytes(encode_wait_answer(answer));
   send_untracked(payload->data(), payload->size(), answer_tag(self_), payload);
   post_wait_receive(Kind::kQuery);
@@ -170,11 +160,7 @@ void UcxPair::on_answer(size_t length) {
   const std::string error =
       parse_wait_answer(std::span(answer_in_).first(std::min(length, answer_in_.size())), answer);
   if (!error.empty()) return fail(prefix() + "malformed message from " + name_ + ": " + error);
-  // Answers come in the order of the queries; one nobody asked is dropped.
-  if (!asks_.empty()) {
-    asks_.front()->set(answer);
-    asks_.pop_front();
-  }
+  asks_.answer(answer);
   post_wait_receive(Kind::kAnswer);
 }
 
@@ -193,8 +179,7 @@ void UcxPair::fail_requests(const std::string& message, bool keep_goodbye) {
   // Sends end when the endpoint is closed (a forced close completes them with
   // UCS_ERR_CANCELED); their requests fail now, and the late completions find them done.
   for (auto& [op, owned] : in_flight_) op->state->fail(message);
-  for (auto& pending : asks_) pending->set(std::nullopt);
-  asks_.clear();
+  asks_.fail_all();
 }
 
 void UcxPair::print_info() const {
@@ -203,23 +188,8 @@ void UcxPair::print_info() const {
   ucp_ep_print_info(ep_, stderr);
 }
 
-void UcxPair::close_from_any_thread(const std::string& message) {
+void UcxPair::close_after_timeout(const std::string& message) {
   worker_.post([self = shared_from_this(), message] { self->fail(message); });
-}
-
-std::shared_ptr<RequestState> UcxPair::make_state(std::string what) {
-  auto state = std::make_shared<RequestState>(peer_, std::move(what), timeout_);
-  std::weak_ptr<UcxPair> weak = weak_from_this();
-  state->on_timeout = [weak](const std::string& message) {
-    if (auto self = weak.lock()) self->close_from_any_thread(message);
-  };
-  state->ask = [weak](std::chrono::milliseconds wait) -> std::optional<WaitAnswer> {
-    if (auto self = weak.lock()) return self->ask(wait);
-    return std::nullopt;
-  };
-  state->waits = links_.waits;
-  state->self = self_;
-  return state;
 }
 
 void UcxPair::post_send(std::unique_ptr<Op> owned, std::span<const std::byte> bytes) {
@@ -313,11 +283,7 @@ void UcxPair::finish(Op* op, ucs_status_t status, size_t length) {
   if (status == UCS_OK) return state.complete(length);
   if (status == UCS_ERR_MESSAGE_TRUNCATED) {
     // The message is consumed (dropped), as on TCP; the pair goes on.
-    const std::string sent =
-        length > owned->capacity ? std::to_string(length) + " bytes" : "more bytes than that";
-    return state.fail(prefix() + "message of " + sent + " from " + name_ +
-                      " does not fit the receive buffer of " + std::to_string(owned->capacity) +
-                      " bytes (" + state.what + ")");
+    return fail_too_long(state, length, owned->capacity);
   }
   if (!failed_.empty()) return state.fail(failed_);
   state.fail(prefix() + state.what + " failed: " + ucx_status_text(status));

@@ -1,5 +1,5 @@
 // UcxPair: the data channel to one peer over a UCX endpoint (tagged sends and receives, the
-// endpoint's failure, its close). send() / recv() / close_from_any_thread() post to the
+// endpoint's failure, its close). send() / recv() / close_after_timeout() / ask() post to the
 // worker's progress thread; everything else runs on it.
 //
 // Tags: the UCX tag of a message is (sender rank << 32) | caller's tag, and a receive matches
@@ -23,29 +23,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
 
+#include "pair_requests.h"
 #include "request.h"
 #include "threelc/transport/transport.h"
 #include "ucx_worker.h"
 
 namespace threelc::transport::detail {
 
-class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> {
+class UcxPair final : public Pair,
+                      public PairRequests<UcxPair>,
+                      public std::enable_shared_from_this<UcxPair> {
  public:
-  // Called on the progress thread when the peer's goodbye carries a stop notice.
-  using StopHandler = std::function<void(int, const std::string&)>;
-  // What a pair shares with its context.
-  struct Links {
-    StopHandler on_stop;
-    std::shared_ptr<WaitRegistry> waits;  // this rank's waits: what the peer's queries get
-  };
-
   UcxPair(UcxWorker& worker, int self, int peer, const Options& options, Links links);
   ~UcxPair() override;
 
@@ -70,7 +64,7 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
   void print_info() const;
 
   // Thread-safe fail() (Request::wait()'s timeout).
-  void close_from_any_thread(const std::string& message);
+  void close_after_timeout(const std::string& message);
   // Asks the peer what it waits for; its answer, or nullopt when none came within `wait` or
   // the pair failed. Thread-safe.
   std::optional<WaitAnswer> ask(std::chrono::milliseconds wait);
@@ -100,8 +94,6 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
   // answer's payload, when set).
   static void on_untracked_sent(void* request, ucs_status_t status, void* user_data);
 
-  std::shared_ptr<RequestState> make_state(std::string what);
-  std::string prefix() const { return "threelc rank " + std::to_string(self_) + ": "; }
   static uint64_t ucx_tag(int sender, uint32_t tag) {
     return (static_cast<uint64_t>(sender) << 32) | tag;
   }
@@ -133,12 +125,6 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
   void close_endpoint(bool force);
 
   UcxWorker& worker_;
-  const int self_;
-  const int peer_;
-  const uint64_t max_bytes_;
-  const std::chrono::milliseconds timeout_;
-  const std::string name_;
-  const Links links_;
 
   // Progress-thread state.
   ucp_ep_h ep_ = nullptr;
@@ -149,8 +135,8 @@ class UcxPair final : public Pair, public std::enable_shared_from_this<UcxPair> 
   std::string goodbye_in_;   // the peer's goodbye: empty, or its stop notice
   std::string goodbye_out_;  // this side's goodbye text while it is sent
   std::unordered_map<Op*, std::unique_ptr<Op>> in_flight_;
-  std::deque<std::shared_ptr<PendingAnswer>> asks_;  // queries sent, in order, not yet answered
-  WaitAnswerBytes answer_in_{};                      // the posted receive of an answer
+  AskedQueries asks_;
+  WaitAnswerBytes answer_in_{};  // the posted receive of an answer
 };
 
 }  // namespace threelc::transport::detail
