@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "collectives/chunking.h"
+#include "collectives/transfers.h"
+
 namespace threelc::engine {
 
 void allgatherv(transport::Context& context, std::span<const std::byte> mine,
@@ -40,13 +43,13 @@ void allgatherv(transport::Context& context, std::span<const std::byte> mine,
       throw std::invalid_argument("allgatherv: input overlaps the output outside its own piece");
     }
   }
-  const size_t chunk = detail::chunk_length(options, 1, "allgatherv");
+  const size_t chunk_bytes = detail::chunk_length(options, 1, "allgatherv");
   const int next = (rank + 1) % size;
   const int prev = (rank + size - 1) % size;
-  auto piece = [&](int q, size_t c) {
+  auto chunk = [&](int q, size_t c) {
     const auto qi = static_cast<size_t>(q);
-    const size_t begin = c * chunk;
-    return out.subspan(offset[qi] + begin, std::min(chunk, bytes_per_rank[qi] - begin));
+    const size_t begin = c * chunk_bytes;
+    return out.subspan(offset[qi] + begin, std::min(chunk_bytes, bytes_per_rank[qi] - begin));
   };
   detail::Transfers transfers(context, options.observer, "allgatherv rank " + std::to_string(rank));
   transfers.run([&] {
@@ -56,14 +59,14 @@ void allgatherv(transport::Context& context, std::span<const std::byte> mine,
     for (int d = 1; d < size; ++d) {
       const int q = (rank + size - d) % size;
       const auto qi = static_cast<size_t>(q);
-      for (size_t c = 0; c < detail::chunk_count(bytes_per_rank[qi], chunk); ++c) {
-        ids[qi].push_back(transfers.receive(prev, options.tag_base, piece(q, c), 0));
+      for (size_t c = 0; c < detail::chunk_count(bytes_per_rank[qi], chunk_bytes); ++c) {
+        ids[qi].push_back(transfers.receive(prev, options.tag_base, chunk(q, c), 0));
       }
     }
     if (size > 1) {
-      for (size_t begin = 0; begin < mine.size(); begin += chunk) {
+      for (size_t begin = 0; begin < mine.size(); begin += chunk_bytes) {
         transfers.send(next, options.tag_base,
-                       mine.subspan(begin, std::min(chunk, mine.size() - begin)), 0);
+                       mine.subspan(begin, std::min(chunk_bytes, mine.size() - begin)), 0);
       }
     }
     if (!in_place && !mine.empty()) {
@@ -73,10 +76,10 @@ void allgatherv(transport::Context& context, std::span<const std::byte> mine,
     }
     for (int d = 1; d < size; ++d) {
       const int q = (rank + size - d) % size;
-      const auto& piece_ids = ids[static_cast<size_t>(q)];
-      for (size_t c = 0; c < piece_ids.size(); ++c) {
-        transfers.wait(piece_ids[c]);
-        if (next != q) transfers.send(next, options.tag_base, piece(q, c), 0);
+      const auto& chunk_ids = ids[static_cast<size_t>(q)];
+      for (size_t c = 0; c < chunk_ids.size(); ++c) {
+        transfers.wait(chunk_ids[c]);
+        if (next != q) transfers.send(next, options.tag_base, chunk(q, c), 0);
       }
     }
   });

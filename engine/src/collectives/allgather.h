@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <span>
 
+#include "collectives/collective_error.h"
 #include "collectives/collective_options.h"
 #include "threelc/transport/transport.h"
 

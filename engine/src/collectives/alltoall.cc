@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "collectives/chunking.h"
+#include "collectives/transfers.h"
+
 namespace threelc::engine {
 
 namespace {
@@ -52,26 +55,26 @@ void alltoallv(transport::Context& context, std::span<const std::byte> input,
       throw std::invalid_argument("alltoallv: output overlaps the input");
     }
   }
-  const size_t chunk = detail::chunk_length(options, 1, "alltoallv");
+  const size_t chunk_bytes = detail::chunk_length(options, 1, "alltoallv");
   detail::Transfers transfers(context, options.observer, "alltoallv rank " + std::to_string(rank));
   transfers.run([&] {
     std::vector<size_t> ids;
     for (int d = 1; d < size; ++d) {
       const int p = (rank + size - d) % size;
       const auto pi = static_cast<size_t>(p);
-      for (size_t begin = 0; begin < recv_bytes[pi]; begin += chunk) {
+      for (size_t begin = 0; begin < recv_bytes[pi]; begin += chunk_bytes) {
         ids.push_back(transfers.receive(
             p, options.tag_base,
-            out.subspan(recv_at[pi] + begin, std::min(chunk, recv_bytes[pi] - begin)), 0));
+            out.subspan(recv_at[pi] + begin, std::min(chunk_bytes, recv_bytes[pi] - begin)), 0));
       }
     }
     for (int d = 1; d < size; ++d) {
       const int j = (rank + d) % size;
       const auto ji = static_cast<size_t>(j);
-      for (size_t begin = 0; begin < send_bytes[ji]; begin += chunk) {
-        transfers.send(j, options.tag_base,
-                       input.subspan(send_at[ji] + begin, std::min(chunk, send_bytes[ji] - begin)),
-                       0);
+      for (size_t begin = 0; begin < send_bytes[ji]; begin += chunk_bytes) {
+        transfers.send(
+            j, options.tag_base,
+            input.subspan(send_at[ji] + begin, std::min(chunk_bytes, send_bytes[ji] - begin)), 0);
       }
     }
     if (send_bytes[self] != 0) {

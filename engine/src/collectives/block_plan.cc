@@ -35,8 +35,8 @@ void check_layout(size_t total, std::span<const TensorSlice> tensors) {
 BlockPlan plan_blocks(size_t total, std::span<const TensorSlice> tensors, int ranks,
                       size_t chunk_bytes, size_t element_bytes) {
   if (ranks < 1) throw std::invalid_argument("block plan: fewer than one rank");
-  const size_t chunk = element_bytes == 0 ? 0 : chunk_bytes / element_bytes;
-  if (chunk == 0) {
+  const size_t chunk_elements = element_bytes == 0 ? 0 : chunk_bytes / element_bytes;
+  if (chunk_elements == 0) {
     throw std::invalid_argument("block plan: chunk_bytes " + std::to_string(chunk_bytes) +
                                 " holds no value of " + std::to_string(element_bytes) + " bytes");
   }
@@ -48,8 +48,8 @@ BlockPlan plan_blocks(size_t total, std::span<const TensorSlice> tensors, int ra
     plan.segment_begin.push_back(plan.blocks.size());
     const size_t begin = segment_start(total, ranks, j);
     const size_t end = segment_start(total, ranks, j + 1);
-    for (size_t chunk_begin = begin; chunk_begin < end; chunk_begin += chunk) {
-      const size_t chunk_end = std::min(end, chunk_begin + chunk);
+    for (size_t chunk_begin = begin; chunk_begin < end; chunk_begin += chunk_elements) {
+      const size_t chunk_end = std::min(end, chunk_begin + chunk_elements);
       size_t pos = chunk_begin;
       while (pos < chunk_end) {
         // Skip tensors that end at or before pos (zero-sized ones included).

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "collectives/block_plan.h"  // TensorSlice
+#include "collectives/collective_error.h"
 #include "collectives/collective_options.h"
 #include "collectives/rank_subset.h"
 #include "collectives/scratch_buffer.h"

@@ -1,7 +1,7 @@
 // What a collective reports while it runs, for the timeline and the statistics: one event per
 // compression, decompression, send, receive or reduction of a block, attributed to the tensor
 // the block belongs to. Collectives take an optional observer (nullptr: nothing is recorded)
-// and call it from the thread that runs them.
+// and call it from the thread that runs them, through detail::event_start and record_event.
 #pragma once
 
 #include <chrono>
@@ -41,5 +41,21 @@ inline int64_t steady_now_ns() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+namespace detail {
+
+// The start of an event: the time when there is an observer, else 0 (no clock read).
+inline int64_t event_start(const CollectiveObserver* observer) {
+  return observer != nullptr ? steady_now_ns() : 0;
+}
+
+// Records an event that began at `begin_ns` and ends now.
+inline void record_event(CollectiveObserver* observer, Phase phase, size_t tensor, int64_t begin_ns,
+                         size_t bytes, int peer = -1) {
+  if (observer == nullptr) return;
+  observer->record(PhaseEvent{tensor, phase, begin_ns, steady_now_ns(), bytes, peer});
+}
+
+}  // namespace detail
 
 }  // namespace threelc::engine

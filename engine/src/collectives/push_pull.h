@@ -11,7 +11,7 @@
 
 #include "collectives/block_codec.h"
 #include "collectives/block_plan.h"
-#include "collectives/collective_options.h"  // CollectiveError
+#include "collectives/collective_error.h"
 #include "collectives/feedback_monitor.h"
 #include "collectives/observer.h"
 #include "collectives/scratch_buffer.h"

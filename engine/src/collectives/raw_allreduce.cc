@@ -9,34 +9,41 @@
 
 #include "collectives/reduce_ops.h"
 #include "collectives/scratch_buffer.h"
+#include "collectives/segment_ring.h"
 
 namespace threelc::engine {
 
 namespace {
 
-// One call's state: the chunk plan, the staging of pushed chunks and every posted transfer.
+// What a call reduces: `fused`, elements of `type`, combined with `op`.
+struct RawReduction {
+  std::span<std::byte> fused;
+  ElementType type = ElementType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+};
+
+// One call's state: the ring skeleton (segment_ring.h) over the chunk plan (the plan sees the
+// whole buffer as one tensor, so each of its blocks is one chunk) and the staging of pushed
+// chunks. Its steps: post_receives(), push(), reduce_and_send(), receive_and_forward().
 class RawAllreduce {
  public:
-  RawAllreduce(transport::Context& context, std::span<std::byte> fused, ElementType type,
-               ReduceOp op, BlockPlan plan, const CollectiveOptions& options)
-      : fused_(fused),
-        type_(type),
-        op_(op),
-        element_bytes_(element_size(type)),
+  RawAllreduce(transport::Context& context, BlockPlan plan, const RawReduction& reduction,
+               const CollectiveOptions& options)
+      : ring_(context, std::move(plan),
+              {.collective = "allreduce_raw",
+               .tag_base = options.tag_base,
+               .observer = options.observer}),
+        fused_(reduction.fused),
+        type_(reduction.type),
+        op_(reduction.op),
+        element_bytes_(element_size(reduction.type)),
         options_(options),
-        rank_(context.rank()),
-        size_(context.size()),
-        next_((rank_ + 1) % size_),
-        prev_((rank_ + size_ - 1) % size_),
-        plan_(std::move(plan)),
-        transfers_(context, options.observer, "allreduce_raw rank " + std::to_string(rank_)),
-        own_staging_(static_cast<size_t>(size_)),
-        staging_(static_cast<size_t>(size_)),
-        push_ids_(static_cast<size_t>(size_)),
-        pull_ids_(static_cast<size_t>(size_)) {}
+        own_staging_(static_cast<size_t>(ring_.size())),
+        staging_(static_cast<size_t>(ring_.size())),
+        push_ids_(static_cast<size_t>(ring_.size())) {}
 
   void run() {
-    transfers_.run([this] {
+    ring_.run([this] {
       post_receives();
       push();
       reduce_and_send();
@@ -45,19 +52,13 @@ class RawAllreduce {
   }
 
  private:
-  uint32_t push_tag() const { return options_.tag_base; }
-  uint32_t pull_tag(int segment) const {
-    return options_.tag_base + 1 + static_cast<uint32_t>(segment);
-  }
-  int ring_segment(int distance) const { return (rank_ + size_ - distance) % size_; }
-
   std::span<std::byte> bytes_of(const Block& b) const {
     return fused_.subspan(b.offset * element_bytes_, b.count * element_bytes_);
   }
 
-  // Where block b of this rank's segment lies in a peer's staging buffer.
+  // Where chunk b of this rank's segment lies in a peer's staging buffer.
   std::span<std::byte> staged(int peer, const Block& b) {
-    const size_t first = plan_.segment(rank_).front().offset;
+    const size_t first = ring_.own_segment().front().offset;
     return std::span<std::byte>(*staging_[static_cast<size_t>(peer)])
         .subspan((b.offset - first) * element_bytes_, b.count * element_bytes_);
   }
@@ -68,89 +69,74 @@ class RawAllreduce {
   // A pulled chunk overwrites bytes this rank pushed from; that is safe because the owner sends
   // it only after it has received this rank's push of the same chunk in full.
   void post_receives() {
-    const auto own = plan_.segment(rank_);
+    const auto own = ring_.own_segment();
     if (!own.empty()) {
       const size_t bytes =
           (own.back().offset + own.back().count - own.front().offset) * element_bytes_;
-      for (int p = 0; p < size_; ++p) {
-        if (p == rank_) continue;
+      for (int p = 0; p < ring_.size(); ++p) {
+        if (p == ring_.rank()) continue;
         const auto pi = static_cast<size_t>(p);
         staging_[pi] =
             options_.workspace ? &options_.workspace->staging(pi, bytes) : &own_staging_[pi];
         staging_[pi]->resize(bytes);
         for (const Block& b : own) {
-          push_ids_[pi].push_back(transfers_.receive(p, push_tag(), staged(p, b), b.tensor));
+          push_ids_[pi].push_back(
+              ring_.transfers().receive(p, ring_.owner_tag(), staged(p, b), b.tensor));
         }
       }
     }
-    for (int d = 1; d < size_; ++d) {
-      const int j = ring_segment(d);
-      for (const Block& b : plan_.segment(j)) {
-        pull_ids_[static_cast<size_t>(j)].push_back(
-            transfers_.receive(prev_, pull_tag(j), bytes_of(b), b.tensor));
-      }
-    }
+    ring_.post_pull_receives([this](const Block& b) { return bytes_of(b); }, /*exact=*/true);
   }
 
   // Every other segment's chunks go to their owner, nearest successor first.
   void push() {
-    for (int d = 1; d < size_; ++d) {
-      const int j = (rank_ + d) % size_;
-      for (const Block& b : plan_.segment(j)) transfers_.send(j, push_tag(), bytes_of(b), b.tensor);
+    for (int d = 1; d < ring_.size(); ++d) {
+      const int j = ring_.rank_after(d);
+      for (const Block& b : ring_.segment(j)) {
+        ring_.transfers().send(j, ring_.owner_tag(), bytes_of(b), b.tensor);
+      }
     }
   }
 
   // The owner folds x0 op x1 op ... in rank order (its own values at its rank's place), keeps
   // the result and starts it round the ring.
   void reduce_and_send() {
-    const auto own = plan_.segment(rank_);
+    const int rank = ring_.rank();
+    const int size = ring_.size();
+    const auto own = ring_.own_segment();
     for (size_t k = 0; k < own.size(); ++k) {
       const Block& b = own[k];
-      for (int p = 0; p < size_; ++p) {
-        if (p != rank_) transfers_.wait(push_ids_[static_cast<size_t>(p)][k]);
+      for (int p = 0; p < size; ++p) {
+        if (p != rank) ring_.transfers().wait(push_ids_[static_cast<size_t>(p)][k]);
       }
       const int64_t begin = detail::event_start(options_.observer);
       const std::span<std::byte> mine = bytes_of(b);
-      std::span<std::byte> acc = rank_ == 0 ? mine : staged(0, b);
-      for (int p = 1; p < size_; ++p) {
-        const std::span<const std::byte> in = p == rank_ ? mine : staged(p, b);
+      std::span<std::byte> acc = rank == 0 ? mine : staged(0, b);
+      for (int p = 1; p < size; ++p) {
+        const std::span<const std::byte> in = p == rank ? mine : staged(p, b);
         reduce_into(type_, op_, acc.data(), in.data(), b.count);
       }
       if (acc.data() != mine.data()) std::memcpy(mine.data(), acc.data(), mine.size());
       detail::record_event(options_.observer, Phase::kReduce, b.tensor, begin,
-                           mine.size() * static_cast<size_t>(size_ - 1));
-      transfers_.send(next_, pull_tag(rank_), mine, b.tensor);
+                           mine.size() * static_cast<size_t>(size - 1));
+      ring_.send_pull(b, mine);
     }
   }
 
-  // Every other segment in ring order: wait for each chunk and forward the same bytes.
+  // Every other segment in ring order: each chunk lands in place and goes on unchanged.
   void receive_and_forward() {
-    for (int d = 1; d < size_; ++d) {
-      const int j = ring_segment(d);
-      const auto blocks = plan_.segment(j);
-      const auto& ids = pull_ids_[static_cast<size_t>(j)];
-      for (size_t k = 0; k < blocks.size(); ++k) {
-        transfers_.wait(ids[k]);
-        if (next_ != j) transfers_.send(next_, pull_tag(j), bytes_of(blocks[k]), blocks[k].tensor);
-      }
-    }
+    ring_.receive_and_forward([](const Block&, std::span<const std::byte>) {});
   }
 
+  SegmentRing ring_;
   std::span<std::byte> fused_;
   ElementType type_;
   ReduceOp op_;
   size_t element_bytes_;
   const CollectiveOptions& options_;
-  int rank_;
-  int size_;
-  int next_;
-  int prev_;
-  BlockPlan plan_;
-  detail::Transfers transfers_;
   std::vector<ScratchBuffer<std::byte>> own_staging_;  // used without a workspace
   std::vector<ScratchBuffer<std::byte>*> staging_;     // [peer]: its pushes of this segment
-  std::vector<std::vector<size_t>> push_ids_;          // [peer][block of own segment]
-  std::vector<std::vector<size_t>> pull_ids_;          // [segment][block]
+  std::vector<std::vector<size_t>> push_ids_;          // [peer][chunk of own segment]
 };
 
 }  // namespace
@@ -184,7 +170,7 @@ void allreduce_raw(transport::Context& context, std::span<std::byte> fused, Elem
     b.tensor = t;
   }
   if (context.size() == 1) return;
-  RawAllreduce(context, fused, type, op, std::move(plan), options).run();
+  RawAllreduce(context, std::move(plan), {.fused = fused, .type = type, .op = op}, options).run();
 }
 
 }  // namespace threelc::engine

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "collectives/block_plan.h"
+#include "collectives/collective_error.h"
 #include "collectives/collective_options.h"
 #include "element_type.h"
 #include "threelc/transport/transport.h"

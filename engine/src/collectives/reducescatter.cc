@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "collectives/chunking.h"
 #include "collectives/reduce_ops.h"
 #include "collectives/scratch_buffer.h"
+#include "collectives/transfers.h"
 
 namespace threelc::engine {
 
@@ -45,9 +47,9 @@ void reducescatter(transport::Context& context, std::span<const std::byte> input
       throw std::invalid_argument("reducescatter: output overlaps the input");
     }
   }
-  const size_t chunk = detail::chunk_length(options, element_bytes, "reducescatter");
-  const size_t chunks = detail::chunk_count(own_bytes, chunk);
-  auto length = [&](size_t begin, size_t total) { return std::min(chunk, total - begin); };
+  const size_t chunk_bytes = detail::chunk_length(options, element_bytes, "reducescatter");
+  const size_t chunks = detail::chunk_count(own_bytes, chunk_bytes);
+  auto length = [&](size_t begin, size_t total) { return std::min(chunk_bytes, total - begin); };
   const std::span<const std::byte> own_part = input.subspan(offset[self], own_bytes);
 
   detail::Transfers transfers(context, options.observer,
@@ -60,7 +62,7 @@ void reducescatter(transport::Context& context, std::span<const std::byte> input
       const auto pi = static_cast<size_t>(p);
       staging[pi].resize(own_bytes);
       for (size_t c = 0; c < chunks; ++c) {
-        const size_t begin = c * chunk;
+        const size_t begin = c * chunk_bytes;
         ids[pi].push_back(transfers.receive(
             p, options.tag_base,
             std::span<std::byte>(staging[pi]).subspan(begin, length(begin, own_bytes)), 0));
@@ -70,13 +72,13 @@ void reducescatter(transport::Context& context, std::span<const std::byte> input
       const int j = (rank + d) % size;
       const auto ji = static_cast<size_t>(j);
       const size_t bytes = offset[ji + 1] - offset[ji];
-      for (size_t begin = 0; begin < bytes; begin += chunk) {
+      for (size_t begin = 0; begin < bytes; begin += chunk_bytes) {
         transfers.send(j, options.tag_base, input.subspan(offset[ji] + begin, length(begin, bytes)),
                        0);
       }
     }
     for (size_t c = 0; c < chunks; ++c) {
-      const size_t begin = c * chunk;
+      const size_t begin = c * chunk_bytes;
       const size_t bytes = length(begin, own_bytes);
       for (int p = 0; p < size; ++p) {
         if (p != rank) transfers.wait(ids[static_cast<size_t>(p)][c]);
