@@ -5,6 +5,7 @@
 #include <string>
 
 #include "threelc/compression/codec.h"
+#include "threelc/compression/settings.h"
 
 namespace {
 
@@ -22,6 +23,9 @@ int report(const Status& status, int code) {
   if (status.ok()) return THREELC_OK;
   return fail(code, status.message());
 }
+
+// THREELC_CODEC_ISA, when malformed, refuses every encode and decode (naming the variable).
+int check_settings() { return report(tc::codec_settings_status(), THREELC_EINVAL); }
 
 bool to_dtype(int dtype, tc::DType* out) {
   switch (dtype) {
@@ -67,6 +71,7 @@ size_t threelc_codec_max_block_bytes(size_t count) { return tc::max_block_bytes(
 int threelc_codec_encode_tiled(const void* values, int dtype, size_t count, float* error,
                                float sparsity, size_t scale_tile, void* out, size_t out_capacity,
                                size_t* block_bytes) {
+  if (int code = check_settings(); code != THREELC_OK) return code;
   tc::DType type;
   if (!to_dtype(dtype, &type)) return bad_dtype(dtype);
   if (out == nullptr || block_bytes == nullptr)
@@ -87,6 +92,7 @@ int threelc_codec_encode(const void* values, int dtype, size_t count, float* err
 
 int threelc_codec_encode_raw(const void* values, int dtype, size_t count, void* out,
                              size_t out_capacity, size_t* block_bytes) {
+  if (int code = check_settings(); code != THREELC_OK) return code;
   tc::DType type;
   if (!to_dtype(dtype, &type)) return bad_dtype(dtype);
   if (out == nullptr || block_bytes == nullptr)
@@ -111,6 +117,7 @@ int threelc_codec_inspect(const void* block, size_t block_bytes, uint32_t* count
 }
 
 int threelc_codec_decode(const void* block, size_t block_bytes, size_t expected_count, float* dst) {
+  if (int code = check_settings(); code != THREELC_OK) return code;
   if (int code = check_block_and_destination(block, block_bytes, dst); code != THREELC_OK) {
     return code;
   }
@@ -120,6 +127,7 @@ int threelc_codec_decode(const void* block, size_t block_bytes, size_t expected_
 
 int threelc_codec_decode_add(const void* block, size_t block_bytes, size_t expected_count,
                              float alpha, float* dst) {
+  if (int code = check_settings(); code != THREELC_OK) return code;
   if (int code = check_block_and_destination(block, block_bytes, dst); code != THREELC_OK) {
     return code;
   }

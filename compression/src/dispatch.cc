@@ -1,8 +1,8 @@
 // Chooses the kernel set by CPU detection at run time (THREELC_CODEC_ISA may force one).
-#include <cstdlib>
 #include <string_view>
 
 #include "kernels.h"
+#include "threelc/compression/settings.h"
 
 namespace threelc::compression {
 
@@ -45,11 +45,13 @@ std::vector<Isa> supported_isas() {
 
 namespace {
 
+// A malformed THREELC_CODEC_ISA leaves the choice to detection here; the codec's C ABI and
+// threelc_init() refuse it (codec_settings_status()).
 Isa detect() {
-  if (const char* forced = std::getenv("THREELC_CODEC_ISA"); forced != nullptr) {
-    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-      if (isa_name(isa) == forced && isa_supported(isa)) return isa;
-    }
+  Isa forced = Isa::kAuto;
+  if (codec_isa_from(settings::process_environment, &forced).ok() && forced != Isa::kAuto &&
+      isa_supported(forced)) {
+    return forced;
   }
   if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
   if (isa_supported(Isa::kAvx2)) return Isa::kAvx2;

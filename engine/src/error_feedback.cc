@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "engine_error.h"
 #include "feedback_blob.h"
-#include "runtime/engine_error.h"
 #include "threelc/threelc.h"
 
 namespace threelc::engine {
@@ -48,12 +48,7 @@ size_t ErrorFeedbackStore::save(std::string_view prefix, uint32_t rank, uint32_t
 
 void ErrorFeedbackStore::load(std::string_view prefix, uint32_t rank, uint32_t job_size,
                               std::span<const std::byte> blob) {
-  FeedbackBlob parsed;
-  try {
-    parsed = parse_feedback_blob(blob);
-  } catch (const FeedbackBlobError& e) {
-    throw EngineError(THREELC_EMALFORMED, e.what());
-  }
+  const FeedbackBlob parsed = parse_feedback_blob(blob);  // FeedbackBlobError: EMALFORMED
   if (parsed.rank != rank || parsed.size != job_size) {
     throw EngineError(THREELC_EINVAL, "the feedback blob was saved by rank " +
                                           std::to_string(parsed.rank) + " of a job of " +

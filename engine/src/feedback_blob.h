@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine_error.h"
+
 namespace threelc::engine {
 
 inline constexpr uint32_t kFeedbackBlobVersion = 1;
@@ -19,9 +21,10 @@ inline constexpr size_t kFeedbackBlobHeaderBytes = 24;  // magic, version, rank,
 inline constexpr size_t kFeedbackNameMaxBytes = 4096;
 
 // A blob that is not one: the message names the field and its byte offset.
-class FeedbackBlobError : public std::runtime_error {
+class FeedbackBlobError : public EngineError {
  public:
-  using std::runtime_error::runtime_error;
+  explicit FeedbackBlobError(const std::string& message)
+      : EngineError(THREELC_EMALFORMED, message) {}
 };
 
 // One residual buffer as the writer sees it (the store's memory, not copied).

@@ -1,7 +1,8 @@
-// Every environment variable the engine reads, declared once in the table of settings.cc: from
-// that table come the parsing, the defaults and the documentation (README.md and
-// docs/CONFIGURATION.md list the same rows; a test checks the README). The transport's variables
-// (rank, size, coordinator, secret, timeouts, ...) are in transport/src/settings.cc.
+// Every environment variable the engine reads, declared once in the table of settings.cc (rows
+// of the shape threelc/settings/setting.h gives every layer): from that table come the parsing,
+// the defaults and the documentation (README.md's and docs/CONFIGURATION.md's tables are
+// generated from it). The transport's variables (rank, size, coordinator, secret, timeouts, ...)
+// are in transport/src/settings.cc, the codec's in compression/src/settings.cc.
 #pragma once
 
 #include <chrono>
@@ -12,8 +13,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "observe/log.h"
+#include "threelc/settings/setting.h"
 
 namespace threelc::engine {
 
@@ -71,19 +74,15 @@ struct EngineSettings {
   std::string nccl_library;
 };
 
-// One row of the table, for documentation and tests.
-struct EngineSettingRow {
-  const char* name;           // "THREELC_CYCLE_TIME_MS"
-  const char* default_value;  // as text; "" = empty / off
-  const char* accepted;       // the values accepted, as the error message says it
-  const char* meaning;
-};
-
 // The table's rows, in the order the docs list them.
-std::span<const EngineSettingRow> engine_setting_rows();
+std::span<const settings::Setting> engine_setting_rows();
+
+// Every layer's table (engine, transport, compression), in the order the docs list them: what
+// the C ABI's threelc_setting_at() walks.
+std::vector<settings::SettingTable> all_setting_tables();
 
 // The value of a variable; nullopt when it is not set. An empty value counts as unset.
-using EnvironmentLookup = std::function<std::optional<std::string>(std::string_view name)>;
+using EnvironmentLookup = settings::EnvironmentLookup;
 
 // Reads every variable of the table through `lookup`. Throws std::invalid_argument for the first
 // malformed value, naming the variable, the value and what is accepted:

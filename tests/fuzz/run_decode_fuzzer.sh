@@ -23,7 +23,7 @@ jobs=${FUZZ_JOBS:-2}
 
 flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -ffp-contract=off
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-       -I"$root/compression/include" -I"$root/compression/src")
+       -I"$root/compression/include" -I"$root/compression/src" -I"$root/settings/include")
 declare -A extra=(
   [kernels_avx2]="${THREELC_AVX2_FLAGS:?the kernel flags come from ctest (tests/CMakeLists.txt)}"
   [kernels_avx512]="${THREELC_AVX512_FLAGS:?the kernel flags come from ctest (tests/CMakeLists.txt)}"
@@ -31,8 +31,9 @@ declare -A extra=(
 
 # Compile each translation unit (only the ones whose source or headers changed), then link.
 mkdir -p "$out/obj"
-sources=("$root"/compression/src/*.cc "$root/tests/fuzz/decode_fuzzer.cc")
-headers=("$root"/compression/include/threelc/compression/*.h "$root"/compression/src/*.h)
+sources=("$root"/compression/src/*.cc "$root"/settings/src/*.cc "$root/tests/fuzz/decode_fuzzer.cc")
+headers=("$root"/compression/include/threelc/compression/*.h "$root"/compression/src/*.h
+         "$root"/settings/include/threelc/settings/*.h)
 objects=()
 pids=()
 for src in "${sources[@]}"; do

@@ -118,7 +118,7 @@ TEST_F(EnvironmentTest, ErrorsNameTheVariable) {
   setenv("THREELC_TRANSPORT", "pigeon", 1);
   EXPECT_NE(error_of([] {
               tt::options_from_environment();
-            }).find("THREELC_TRANSPORT='pigeon' is not tcp or ucx"),
+            }).find("THREELC_TRANSPORT='pigeon' is not accepted: expected tcp or ucx"),
             std::string::npos);
   setenv("THREELC_TRANSPORT", "ucx", 1);
   EXPECT_EQ(tt::options_from_environment().transport, "ucx");
@@ -134,7 +134,8 @@ TEST(ConnectTest, RefusesEmptySecretAndUnknownTransports) {
     tt::connect(options);
     FAIL();
   } catch (const tt::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("THREELC_TRANSPORT='verbs' is not tcp or ucx"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "THREELC_TRANSPORT='verbs' is not accepted: expected tcp or ucx"),
               std::string::npos)
         << e.what();
   }

@@ -1,5 +1,5 @@
 // threelc-bench allreduce: time of the engine's allreduce (push_pull) through the public C ABI,
-// one process per rank (threelcrun). Compare with tools/gloo_bench.py, which prints the same
+// one process per rank (threelcrun). Compare with tools/bench/gloo_bench.py, which prints the same
 // fields for torch.distributed's gloo (tools/bench/allreduce_vs_gloo.sh runs both).
 #include <algorithm>
 #include <chrono>
@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "settings.h"  // engine/src: the engine's settings table
 #include "threelc/codec.h"
 #include "threelc/threelc.h"
 
@@ -73,14 +74,11 @@ struct Options {
   bool json = false;
 };
 
-// Engine defaults the wire estimate mirrors (docs/CONFIGURATION.md).
-constexpr size_t kDefaultChunkBytes = size_t{1} << 20;
-constexpr size_t kDefaultScaleTile = 320;
-
-size_t env_size(const char* name, size_t fallback) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  return static_cast<size_t>(std::strtoull(text, nullptr, 10));
+// The engine's settings as the engine reads them (THREELC_CHUNK_BYTES, THREELC_SCALE_TILE,
+// THREELC_SPARSITY, ...): the wire estimate mirrors them. A malformed value throws, naming it.
+const threelc::engine::EngineSettings& engine_settings() {
+  static const auto settings = threelc::engine::engine_settings_from_environment();
+  return settings;
 }
 
 bool parse_sizes(const char* text, std::vector<double>* out) {
@@ -207,7 +205,7 @@ void finish(threelc_handle handle, const char* what) {
 size_t block_bytes(const float* values, size_t count, float* error, float sparsity, bool compress,
                    std::vector<uint8_t>* scratch) {
   if (!compress) return count * sizeof(float);
-  static const size_t scale_tile = env_size("THREELC_SCALE_TILE", kDefaultScaleTile);
+  const size_t scale_tile = engine_settings().scale_tile;
   scratch->resize(threelc_codec_max_block_bytes(count));
   size_t bytes = 0;
   if (threelc_codec_encode_tiled(values, THREELC_FLOAT32, count, error, sparsity, scale_tile,
@@ -229,8 +227,7 @@ Wire estimate_wire(const std::vector<float>& input, const std::vector<float>& re
   Wire wire;
   if (size == 1) return wire;
   const size_t total = input.size();
-  const size_t chunk =
-      std::max<size_t>(1, env_size("THREELC_CHUNK_BYTES", kDefaultChunkBytes) / sizeof(float));
+  const size_t chunk = std::max<size_t>(1, engine_settings().chunk_bytes / sizeof(float));
   std::vector<uint8_t> scratch;
   // Push: every segment but its own, with the rank's error feedback replayed call by call.
   std::vector<float> error(opt.compress ? total : 0, 0.0f);
@@ -276,9 +273,7 @@ double relative_error(const std::vector<float>& result, int size) {
 }
 
 bool parse(int argc, char** argv, Options* opt, int* exit_code) {
-  if (const char* s = std::getenv("THREELC_SPARSITY"); s != nullptr && *s != '\0') {
-    opt->sparsity = std::strtof(s, nullptr);
-  }
+  opt->sparsity = engine_settings().sparsity;
   for (int i = 0; i < argc; ++i) {
     const std::string_view arg = argv[i];
     const bool has_value = i + 1 < argc;

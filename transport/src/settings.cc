@@ -3,7 +3,6 @@
 // getenv().
 #include "settings.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -13,126 +12,137 @@
 #include "threelc/transport/transport.h"
 
 namespace threelc::transport {
+namespace config = ::threelc::settings;
 namespace detail {
 namespace {
 
+using config::Setting;
+using config::Type;
+
+constexpr long long kMaxRanks = 1 << 20;
+
 constexpr Setting kSettings[] = {
-    {"THREELC_RANK", "0", "this process's rank in the job (threelcrun sets it)"},
-    {"THREELC_SIZE", "1", "number of ranks in the job"},
-    {"THREELC_LOCAL_RANK", "0", "rank among the processes on this host"},
-    {"THREELC_LOCAL_SIZE", "1", "number of ranks on this host"},
-    {"THREELC_COORDINATOR", "",
-     "host:port of rank 0's control listener (rendezvous); required when size > 1 unless "
-     "torchrun's MASTER_ADDR/MASTER_PORT are set"},
-    {"THREELC_SECRET", "", "job secret that authenticates every connection (required, size > 1)"},
-    {"THREELC_IFACE", "",
-     "interface name (eth0) or address the data listener binds to, and with ucx UCX's network "
-     "device unless UCX_NET_DEVICES is set; default: the local address of the connection to "
-     "the coordinator"},
-    {"THREELC_TRANSPORT", "tcp", "tcp, or ucx (data channels over UCX)"},
-    {"THREELC_START_TIMEOUT", "60", "seconds the rendezvous may take (fractional allowed)"},
-    {"THREELC_TIMEOUT", "30", "seconds any other wait (a send, a receive) may take"},
-    {"THREELC_MAX_MESSAGE_BYTES", "2147483648", "hard limit on one message's length"},
-    {"THREELC_TRANSPORT_DEBUG", "0", "1: log listener addresses and connections to stderr"},
+    {"THREELC_RANK", Type::kInteger, "0", "an integer from 0 to 1048575, below THREELC_SIZE",
+     "this process's rank in the job (threelcrun sets it)", ""},
+    {"THREELC_SIZE", Type::kInteger, "1", "an integer from 1 to 1048576",
+     "number of ranks in the job", ""},
+    {"THREELC_LOCAL_RANK", Type::kInteger, "0", "an integer from 0 to 1048575",
+     "rank among the processes on this host", ""},
+    {"THREELC_LOCAL_SIZE", Type::kInteger, "1", "an integer from 1 to 1048576",
+     "number of ranks on this host", ""},
+    {"THREELC_COORDINATOR", Type::kHostPort, "", "host:port or [v6-address]:port, port 1 to 65535",
+     "`host:port` of rank 0's control listener (rendezvous); required when size > 1 unless "
+     "torchrun's `MASTER_ADDR`/`MASTER_PORT` are set",
+     "`host:port` of rank 0's control listener; required when size > 1 (under torchrun "
+     "`threelc.torch` sets it, else it is `MASTER_ADDR:(MASTER_PORT+1)`)"},
+    {"THREELC_SECRET", Type::kText, "", "any text",
+     "job secret that authenticates every connection; required when size > 1 (threelcrun makes a "
+     "fresh one)",
+     ""},
+    {"THREELC_IFACE", Type::kText, "", "an interface name or an address",
+     "interface name (`eth0`) or address the data listener binds to, and with `ucx` UCX's network "
+     "device unless `UCX_NET_DEVICES` is set; unset: the local address of the connection to the "
+     "coordinator",
+     "interface name (`eth0`) or address the data listener binds to; unset: the local address "
+     "of the connection to the coordinator. With `ucx`, the interface of UCX's network traffic: "
+     "unless `UCX_NET_DEVICES` is set, UCX's devices become that interface plus every RDMA port "
+     "of the host (InfiniBand and RoCE stay in use)"},
+    {"THREELC_TRANSPORT", Type::kChoice, "tcp", "tcp or ucx",
+     "`tcp`, or `ucx`: the data channels over UCX (needs a build with libucx-dev)",
+     "`tcp`, or `ucx`: the data channels over UCX, the rendezvous and the control channels "
+     "still over the authenticated TCP connections. A build made without UCX (libucx-dev absent "
+     "when CMake ran) refuses `ucx` with an error saying so"},
+    {"THREELC_START_TIMEOUT", Type::kSeconds, "60",
+     "a number of seconds > 0 and <= 10000000 (fractions allowed)",
+     "seconds the rendezvous may take; then an error naming the missing ranks", ""},
+    {"THREELC_TIMEOUT", Type::kSeconds, "30",
+     "a number of seconds > 0 and <= 10000000 (fractions allowed)",
+     "seconds any other wait (a send, a receive) may take; then an error naming the peer",
+     "seconds any other wait (a send, a receive) may take; then an error naming the peer. A "
+     "quarter of it (at most 3 s) before then, the wait asks the peer what it waits for: a peer "
+     "that waits for another rank is not blamed but waited for, up to three times "
+     "`THREELC_TIMEOUT` in all (docs/RELIABILITY.md, \"Whom a timeout blames\")"},
+    {"THREELC_MAX_MESSAGE_BYTES", Type::kBytes, "2147483648",
+     "an integer number of bytes (suffix K, M or G for KiB, MiB, GiB), up to 2^48",
+     "hard limit on one frame's length field", ""},
+    {"THREELC_TRANSPORT_DEBUG", Type::kFlag, "0", "0 or 1",
+     "1: log listener addresses and accepted connections to stderr (with `ucx`, each endpoint's "
+     "transports too)",
+     ""},
     // Fallbacks when THREELC_RANK is not set, in this order.
-    {"OMPI_COMM_WORLD_RANK", "", "mpirun: rank (with OMPI_COMM_WORLD_SIZE/LOCAL_RANK/LOCAL_SIZE)"},
-    {"OMPI_COMM_WORLD_SIZE", "", "mpirun: size"},
-    {"OMPI_COMM_WORLD_LOCAL_RANK", "0", "mpirun: local rank"},
-    {"OMPI_COMM_WORLD_LOCAL_SIZE", "1", "mpirun: local size"},
-    {"SLURM_PROCID", "", "srun: rank"},
-    {"SLURM_NTASKS", "", "srun: size"},
-    {"SLURM_LOCALID", "0", "srun: local rank"},
-    {"SLURM_NTASKS_PER_NODE", "1",
-     "srun: local size when it is a plain number (else 1; \"2(x3)\" forms are not parsed)"},
-    {"RANK", "", "torchrun: rank"},
-    {"WORLD_SIZE", "", "torchrun: size"},
-    {"LOCAL_RANK", "0", "torchrun: local rank"},
-    {"LOCAL_WORLD_SIZE", "1", "torchrun: local size"},
-    {"MASTER_ADDR", "", "torchrun: coordinator host when THREELC_COORDINATOR is unset"},
-    {"MASTER_PORT", "",
-     "torchrun: the coordinator listens on MASTER_PORT + 1 (MASTER_PORT is torch's own store)"},
+    {"OMPI_COMM_WORLD_RANK", Type::kInteger, "", "an integer from 0 to 1048575",
+     "mpirun: the rank (with `OMPI_COMM_WORLD_SIZE`, `_LOCAL_RANK`, `_LOCAL_SIZE`)", ""},
+    {"OMPI_COMM_WORLD_SIZE", Type::kInteger, "", "an integer from 1 to 1048576", "mpirun: the size",
+     ""},
+    {"OMPI_COMM_WORLD_LOCAL_RANK", Type::kInteger, "0", "an integer from 0 to 1048575",
+     "mpirun: the local rank", ""},
+    {"OMPI_COMM_WORLD_LOCAL_SIZE", Type::kInteger, "1", "an integer from 1 to 1048576",
+     "mpirun: the local size", ""},
+    {"SLURM_PROCID", Type::kInteger, "", "an integer from 0 to 1048575", "srun: the rank", ""},
+    {"SLURM_NTASKS", Type::kInteger, "", "an integer from 1 to 1048576", "srun: the size", ""},
+    {"SLURM_LOCALID", Type::kInteger, "0", "an integer from 0 to 1048575", "srun: the local rank",
+     ""},
+    {"SLURM_NTASKS_PER_NODE", Type::kText, "1", "an integer from 1 to 1048576, or Slurm's list",
+     "srun: the local size when it is a plain number (else 1: `2(x3)` forms are not parsed)", ""},
+    {"RANK", Type::kInteger, "", "an integer from 0 to 1048575", "torchrun: the rank", ""},
+    {"WORLD_SIZE", Type::kInteger, "", "an integer from 1 to 1048576", "torchrun: the size", ""},
+    {"LOCAL_RANK", Type::kInteger, "0", "an integer from 0 to 1048575", "torchrun: the local rank",
+     ""},
+    {"LOCAL_WORLD_SIZE", Type::kInteger, "1", "an integer from 1 to 1048576",
+     "torchrun: the local size", ""},
+    {"MASTER_ADDR", Type::kText, "", "a host name or address",
+     "torchrun: the coordinator's host when `THREELC_COORDINATOR` is unset", ""},
+    {"MASTER_PORT", Type::kInteger, "", "an integer from 1 to 65534",
+     "torchrun: the coordinator listens on `MASTER_PORT` + 1 (`MASTER_PORT` is torch's own store)",
+     ""},
 };
 
-const Setting& lookup(std::string_view name) {
-  for (const auto& setting : kSettings) {
-    if (name == setting.name) return setting;
-  }
-  std::abort();  // a name missing from the table is a bug in this file
+[[noreturn]] void refuse(const Setting& row, const std::string& value) {
+  throw Error(-1, "threelc: " + config::refusal(row, value));
 }
 
-// The variable's value when set and non-empty.
-std::optional<std::string> raw(std::string_view name) {
-  const char* value = std::getenv(lookup(name).name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
+std::string text_of(const Setting& row) {
+  return config::value_or_default(row, config::process_environment);
 }
 
-std::string value_or_default(std::string_view name) {
-  auto value = raw(name);
-  return value ? *value : std::string(lookup(name).default_value);
+long long integer_of(std::string_view name, long long min, long long max) {
+  const Setting& row = setting(name);
+  const std::string value = text_of(row);
+  const auto parsed = config::parse_integer(value, static_cast<uint64_t>(max));
+  if (!parsed || static_cast<long long>(*parsed) < min) refuse(row, value);
+  return static_cast<long long>(*parsed);
 }
 
-[[noreturn]] void malformed(std::string_view name, const std::string& value,
-                            std::string_view expected) {
-  throw Error(-1,
-              "threelc: " + std::string(name) + "='" + value + "' is not " + std::string(expected));
+std::chrono::milliseconds seconds_of(std::string_view name) {
+  const Setting& row = setting(name);
+  const std::string value = text_of(row);
+  const auto seconds = config::parse_number(value);
+  if (!seconds || *seconds <= 0 || *seconds > 1e7) refuse(row, value);
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(*seconds * 1000.0)));
 }
 
-long long parse_integer(std::string_view name, const std::string& value, long long min,
-                        long long max) {
-  errno = 0;
-  char* end = nullptr;
-  const long long parsed = std::strtoll(value.c_str(), &end, 10);
-  if (value.empty() || end != value.c_str() + value.size() || errno != 0 || parsed < min ||
-      parsed > max) {
-    malformed(name, value,
-              "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
-  }
-  return parsed;
-}
-
-int integer_setting(std::string_view name, long long min, long long max) {
-  return static_cast<int>(parse_integer(name, value_or_default(name), min, max));
-}
-
-std::chrono::milliseconds seconds_setting(std::string_view name) {
-  const std::string value = value_or_default(name);
-  errno = 0;
-  char* end = nullptr;
-  const double seconds = std::strtod(value.c_str(), &end);
-  if (value.empty() || end != value.c_str() + value.size() || errno != 0 ||
-      !std::isfinite(seconds) || seconds <= 0 || seconds > 1e7) {
-    malformed(name, value, "a positive number of seconds");
-  }
-  return std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000.0)));
-}
-
-void parse_host_port(std::string_view name, const std::string& value, Options& options) {
-  // host:port or [v6-address]:port
-  const auto colon = value.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == value.size()) {
-    malformed(name, value, "host:port");
-  }
-  std::string host = value.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  options.coordinator_host = host;
-  options.coordinator_port =
-      static_cast<uint16_t>(parse_integer(name, value.substr(colon + 1), 1, 65535));
+bool is_set(std::string_view name) {
+  return config::process_environment(setting(name).name).has_value();
 }
 
 }  // namespace
 
 std::span<const Setting> settings() { return kSettings; }
 
+const Setting& setting(std::string_view name) {
+  if (const Setting* row = config::find(kSettings, name)) return *row;
+  std::abort();  // a name missing from the table is a bug in this file
+}
+
 }  // namespace detail
 
+config::SettingTable transport_settings() { return {"transport", detail::settings()}; }
+
 Options options_from_environment() {
-  using detail::integer_setting;
-  using detail::raw;
+  using detail::integer_of;
+  using detail::is_set;
   Options options;
-  constexpr long long kMaxRanks = 1 << 20;
+  constexpr long long kMaxRanks = detail::kMaxRanks;
   // Identity: the first launcher whose rank variable is set.
   struct Source {
     const char *rank, *size, *local_rank, *local_size;
@@ -146,58 +156,66 @@ Options options_from_environment() {
   };
   const Source* source = &kSources[0];
   for (const auto& candidate : kSources) {
-    if (raw(candidate.rank)) {
+    if (is_set(candidate.rank)) {
       source = &candidate;
       break;
     }
   }
-  if (source != &kSources[0] && !raw(source->size)) {
+  if (source != &kSources[0] && !is_set(source->size)) {
     throw Error(
         -1, std::string("threelc: ") + source->rank + " is set but " + source->size + " is not");
   }
-  options.size = integer_setting(source->size, 1, kMaxRanks);
-  options.rank = integer_setting(source->rank, 0, kMaxRanks - 1);
+  options.size = static_cast<int>(integer_of(source->size, 1, kMaxRanks));
+  options.rank = static_cast<int>(integer_of(source->rank, 0, kMaxRanks - 1));
   if (options.rank >= options.size) {
     throw Error(-1, std::string("threelc: ") + source->rank + "=" + std::to_string(options.rank) +
                         " is not below " + source->size + "=" + std::to_string(options.size));
   }
-  options.local_rank = integer_setting(source->local_rank, 0, kMaxRanks - 1);
-  if (source == &kSources[2]) {
-    // SLURM_NTASKS_PER_NODE may read "2(x3),1": only a plain number is used.
-    const std::string per_node = detail::value_or_default(source->local_size);
-    options.local_size = per_node.find_first_not_of("0123456789") == std::string::npos
-                             ? integer_setting(source->local_size, 1, kMaxRanks)
-                             : 1;
-  } else {
-    options.local_size = integer_setting(source->local_size, 1, kMaxRanks);
-  }
+  options.local_rank = static_cast<int>(integer_of(source->local_rank, 0, kMaxRanks - 1));
+  // SLURM_NTASKS_PER_NODE may read "2(x3),1": only a plain number is used.
+  const std::string local_size = detail::text_of(detail::setting(source->local_size));
+  options.local_size =
+      source == &kSources[2] && local_size.find_first_not_of("0123456789") != std::string::npos
+          ? 1
+          : static_cast<int>(integer_of(source->local_size, 1, kMaxRanks));
 
-  if (auto coordinator = raw("THREELC_COORDINATOR")) {
-    detail::parse_host_port("THREELC_COORDINATOR", *coordinator, options);
-  } else if (auto master = raw("MASTER_ADDR")) {
+  const auto& coordinator_row = detail::setting("THREELC_COORDINATOR");
+  if (auto coordinator = config::process_environment(coordinator_row.name)) {
+    const auto parsed = config::parse_host_port(*coordinator);
+    if (!parsed) detail::refuse(coordinator_row, *coordinator);
+    options.coordinator_host = parsed->host;
+    options.coordinator_port = parsed->port;
+  } else if (auto master = config::process_environment("MASTER_ADDR")) {
     // torchrun: MASTER_PORT is torch's own TCPStore; the coordinator takes the next port.
-    auto port = raw("MASTER_PORT");
-    if (!port) throw Error(-1, "threelc: MASTER_ADDR is set but MASTER_PORT is not");
+    if (!is_set("MASTER_PORT")) {
+      throw Error(-1, "threelc: MASTER_ADDR is set but MASTER_PORT is not");
+    }
     options.coordinator_host = *master;
-    options.coordinator_port =
-        static_cast<uint16_t>(detail::parse_integer("MASTER_PORT", *port, 1, 65534) + 1);
+    options.coordinator_port = static_cast<uint16_t>(integer_of("MASTER_PORT", 1, 65534) + 1);
   } else if (options.size > 1) {
     throw Error(-1,
                 "threelc: THREELC_COORDINATOR (host:port of rank 0) is not set and the job has " +
                     std::to_string(options.size) + " ranks");
   }
-  options.secret = detail::value_or_default("THREELC_SECRET");
-  options.listen_host = detail::value_or_default("THREELC_IFACE");
-  options.transport = detail::value_or_default("THREELC_TRANSPORT");
-  if (options.transport != "tcp" && options.transport != "ucx") {
-    detail::malformed("THREELC_TRANSPORT", options.transport, "tcp or ucx");
-  }
-  options.start_timeout = detail::seconds_setting("THREELC_START_TIMEOUT");
-  options.timeout = detail::seconds_setting("THREELC_TIMEOUT");
-  options.max_message_bytes = static_cast<size_t>(
-      detail::parse_integer("THREELC_MAX_MESSAGE_BYTES",
-                            detail::value_or_default("THREELC_MAX_MESSAGE_BYTES"), 0, (1LL << 48)));
-  options.debug = detail::integer_setting("THREELC_TRANSPORT_DEBUG", 0, 1) != 0;
+  options.secret = detail::text_of(detail::setting("THREELC_SECRET"));
+  options.listen_host = detail::text_of(detail::setting("THREELC_IFACE"));
+  const auto& transport_row = detail::setting("THREELC_TRANSPORT");
+  const std::string transport = detail::text_of(transport_row);
+  const auto choice = config::parse_choice(transport, {"tcp", "ucx"});
+  if (!choice) detail::refuse(transport_row, transport);
+  options.transport = *choice == 0 ? "tcp" : "ucx";
+  options.start_timeout = detail::seconds_of("THREELC_START_TIMEOUT");
+  options.timeout = detail::seconds_of("THREELC_TIMEOUT");
+  const auto& max_row = detail::setting("THREELC_MAX_MESSAGE_BYTES");
+  const std::string max_text = detail::text_of(max_row);
+  const auto max_bytes = config::parse_bytes(max_text, uint64_t{1} << 48);
+  if (!max_bytes) detail::refuse(max_row, max_text);
+  options.max_message_bytes = static_cast<size_t>(*max_bytes);
+  const auto& debug_row = detail::setting("THREELC_TRANSPORT_DEBUG");
+  const std::string debug = detail::text_of(debug_row);
+  const auto flag = config::parse_flag(debug);
+  if (!flag) detail::refuse(debug_row, debug);
+  options.debug = *flag;
   return options;
 }
 

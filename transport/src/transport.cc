@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "request.h"
+#include "settings.h"
 #include "tcp.h"
 #ifdef THREELC_HAVE_UCX
 #include "ucx.h"
@@ -140,7 +141,8 @@ std::unique_ptr<Context> connect(const Options& options) {
                         "(tools/setup.sh does) and rebuild, or use THREELC_TRANSPORT=tcp");
 #endif
   }
-  throw Error(-1, who + "THREELC_TRANSPORT='" + options.transport + "' is not tcp or ucx");
+  throw Error(-1, who + ::threelc::settings::refusal(detail::setting("THREELC_TRANSPORT"),
+                                                     options.transport));
 }
 
 }  // namespace threelc::transport

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "threelc/error_codes.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,11 +25,8 @@ typedef enum threelc_dtype {
   THREELC_FLOAT64 = 7
 } threelc_dtype;
 
-enum {
-  THREELC_OK = 0,
-  THREELC_EINVAL = -1,    /* a bad argument (dtype, sparsity, null pointer, small buffer) */
-  THREELC_EMALFORMED = -2 /* a block that does not follow the format */
-};
+/* THREELC_OK, THREELC_EINVAL (a bad argument: dtype, sparsity, null pointer, small buffer),
+ * THREELC_EMALFORMED (a block that does not follow the format): threelc/error_codes.h. */
 
 /* Bytes that any block of `count` values may need. */
 size_t threelc_codec_max_block_bytes(size_t count);

@@ -15,23 +15,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "threelc/codec.h" /* threelc_dtype, THREELC_OK, THREELC_EINVAL, THREELC_EMALFORMED */
+#include "threelc/codec.h"       /* threelc_dtype */
+#include "threelc/error_codes.h" /* THREELC_OK, THREELC_E* */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Codes beyond the codec's (THREELC_EINVAL = -1, THREELC_EMALFORMED = -2). */
-enum {
-  THREELC_ENOTINIT = -3,   /* threelc_init() has not been called (or shutdown was) */
-  THREELC_ESHUTDOWN = -4,  /* the engine was shut down while the operation was pending */
-  THREELC_EMISMATCH = -5,  /* ranks submitted the tensor differently (dtype, shape, op, ...) */
-  THREELC_EDUPLICATE = -6, /* a tensor of that name is already in flight on this rank */
-  THREELC_EPEER = -7,      /* a peer failed, closed or timed out; the engine has stopped */
-  THREELC_ETIMEOUT = -8,   /* threelc_wait gave up (the operation is still pending) */
-  THREELC_EJOINED = -9,    /* the operation cannot run while some rank has joined */
-  THREELC_EINTERNAL = -10  /* anything else; the message says what */
-};
+/* Error codes (THREELC_OK, THREELC_EINVAL, ..., THREELC_EINTERNAL): threelc/error_codes.h, the
+ * one enum of every code. */
 
 /* Reduction of allreduce / reducescatter. */
 typedef enum threelc_reduce_op {
@@ -204,6 +196,26 @@ const char* threelc_last_error(void);
 
 /* "major.minor.patch" of this library. */
 const char* threelc_version(void);
+
+/* One environment variable threelc reads, as its layer declares it (every layer's table:
+ * engine, transport, compression). docs/CONFIGURATION.md's tables are generated from these rows.
+ * The strings are static. */
+typedef struct threelc_setting {
+  const char* name;          /* "THREELC_CHUNK_BYTES" */
+  const char* layer;         /* "engine", "transport" or "compression" */
+  const char* type;          /* "bytes", "seconds", "flag", "choice", ... */
+  const char* default_value; /* as a user would write it; "" = unset */
+  const char* accepted;      /* the values accepted, as a refusal says it */
+  const char* meaning;       /* one line of Markdown */
+  const char* details;       /* the whole story in Markdown; "" when the meaning says it all */
+} threelc_setting;
+
+/* The number of variables threelc_setting_at() describes. Needs no threelc_init(). */
+int threelc_setting_count(void);
+
+/* Fills *out with variable `index`, 0 <= index < threelc_setting_count(); THREELC_EINVAL for
+ * another index or a NULL out. */
+int threelc_setting_at(int index, threelc_setting* out);
 
 #ifdef __cplusplus
 }

@@ -7,11 +7,13 @@
 #include <shared_mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "api/requests.h"
 #include "gpu/gpu.h"
 #include "runtime/engine.h"
-#include "runtime/engine_error.h"
+#include "engine_error.h"
+#include "settings.h"
 #include "threelc/compression/cuda_codec.h"
 #include "threelc/threelc.h"
 
@@ -34,6 +36,22 @@ thread_local std::string last_error;
 int fail(int code, const std::string& message) {
   last_error = message;
   return code;
+}
+
+// Every layer's settings as one list, for threelc_setting_at().
+struct SettingEntry {
+  const char* layer;
+  const threelc::settings::Setting* row;
+};
+const std::vector<SettingEntry>& setting_entries() {
+  static const std::vector<SettingEntry> entries = [] {
+    std::vector<SettingEntry> all;
+    for (const auto& table : te::all_setting_tables()) {
+      for (const auto& row : table.rows) all.push_back({table.layer, &row});
+    }
+    return all;
+  }();
+  return entries;
 }
 
 const char* not_initialized = "threelc is not initialized: call threelc_init() first";
@@ -253,5 +271,21 @@ int threelc_feedback_load(const char* prefix, const void* blob, size_t bytes) {
 }
 
 const char* threelc_last_error(void) { return last_error.c_str(); }
+
+int threelc_setting_count(void) { return static_cast<int>(setting_entries().size()); }
+
+int threelc_setting_at(int index, threelc_setting* out) {
+  const auto& entries = setting_entries();
+  if (out == nullptr) return fail(THREELC_EINVAL, "threelc_setting_at: out is NULL");
+  if (index < 0 || static_cast<size_t>(index) >= entries.size()) {
+    return fail(THREELC_EINVAL, "threelc_setting_at: index " + std::to_string(index) +
+                                    " is not in [0, " + std::to_string(entries.size()) + ")");
+  }
+  const auto& [layer, row] = entries[static_cast<size_t>(index)];
+  *out = {row->name,          layer,         threelc::settings::type_name(row->type),
+          row->default_value, row->accepted, row->meaning,
+          row->details};
+  return THREELC_OK;
+}
 
 }  // extern "C"

@@ -5,7 +5,7 @@
 
 #include "gpu/gpu.h"
 #include "negotiation/coordinator.h"
-#include "runtime/engine_error.h"
+#include "engine_error.h"
 
 namespace threelc::engine {
 

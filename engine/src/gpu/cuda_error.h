@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "runtime/engine_error.h"
+#include "engine_error.h"
 #include "threelc/threelc.h"
 
 namespace threelc::engine::gpu {

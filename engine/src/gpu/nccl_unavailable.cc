@@ -2,7 +2,7 @@
 // through host memory and hierarchical ones run flat (supports() is false), so nothing but
 // supports() is ever reached.
 #include "gpu/nccl.h"
-#include "runtime/engine_error.h"
+#include "engine_error.h"
 #include "threelc/threelc.h"
 
 namespace threelc::engine::gpu {

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "gpu/gpu.h"
-#include "runtime/engine_error.h"
+#include "engine_error.h"
 #include "runtime/executor.h"
 #include "threelc/compression/cuda_codec.h"
 #include "threelc/threelc.h"

@@ -10,12 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "engine_error.h"
+
 namespace threelc::engine {
 
-// A negotiation message that could not be parsed (a protocol violation by the peer).
-class NegotiationError : public std::runtime_error {
+// A negotiation message that could not be parsed (a protocol violation by the peer), or one
+// that did not arrive whole: THREELC_EPEER, naming the peer once it is known.
+class NegotiationError : public EngineError {
  public:
-  using std::runtime_error::runtime_error;
+  explicit NegotiationError(const std::string& message, int peer = kNoPeer)
+      : EngineError(THREELC_EPEER, message, peer) {}
 };
 
 class ByteWriter {

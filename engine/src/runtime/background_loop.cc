@@ -54,8 +54,8 @@ CycleResponse BackgroundLoop::coordinate(const CycleRequest& own) {
     try {
       theirs = parse_cycle_request(receives[static_cast<size_t>(peer - 1)].wait());
     } catch (const NegotiationError& e) {
-      throw transport::Error(
-          peer, "negotiation message from rank " + std::to_string(peer) + ": " + e.what());
+      throw NegotiationError(
+          "negotiation message from rank " + std::to_string(peer) + ": " + e.what(), peer);
     }
     coordinator_->add(peer, resolve(theirs), theirs.shutdown, now);
   }
@@ -96,9 +96,10 @@ CycleResponse BackgroundLoop::negotiate(bool shutdown) {
     // rank 0 waits for it, and rank 0's stop notice names it.
     response = parse_cycle_response(receive.wait(), cache_);
   } catch (const NegotiationError& e) {
-    throw transport::Error(0, std::string("negotiation message from rank 0: ") + e.what());
+    throw NegotiationError(std::string("negotiation message from rank 0: ") + e.what(), 0);
   }
-  if (!response.abort.empty()) throw transport::Error(-1, "rank 0 stopped: " + response.abort);
+  if (!response.abort.empty())
+    throw EngineError(THREELC_EPEER, "rank 0 stopped: " + response.abort);
   return response;
 }
 
@@ -240,9 +241,9 @@ LoopStop BackgroundLoop::run(const std::atomic<bool>& shutdown_requested) {
   } catch (const transport::Error& e) {
     cause = stop_transport(e);
     stop.code = THREELC_EPEER;
-  } catch (const CollectiveError& e) {
+  } catch (const EngineError& e) {  // a collective's or negotiation's: THREELC_EPEER
     cause = stop_transport(e);
-    stop.code = THREELC_EPEER;
+    stop.code = e.code();
   } catch (const std::exception& e) {
     cause = stop_transport(e);
     stop.code = THREELC_EINTERNAL;

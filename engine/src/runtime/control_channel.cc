@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "negotiation/wire.h"
+
 namespace threelc::engine {
 
 void send_control(transport::Pair& pair, std::span<const std::byte> message) {
@@ -19,17 +21,18 @@ ControlReceive::ControlReceive(transport::Pair& pair)
 
 std::vector<std::byte> ControlReceive::wait() {
   if (length_request_.wait() != sizeof length_ || length_ > kMaxControlMessage) {
-    throw transport::Error(pair_->peer(), "negotiation message from rank " +
-                                              std::to_string(pair_->peer()) + " announces " +
-                                              std::to_string(length_) + " bytes (limit " +
-                                              std::to_string(kMaxControlMessage) + ")");
+    throw NegotiationError("negotiation message from rank " + std::to_string(pair_->peer()) +
+                               " announces " + std::to_string(length_) + " bytes (limit " +
+                               std::to_string(kMaxControlMessage) + ")",
+                           pair_->peer());
   }
   std::vector<std::byte> body(length_);
   const size_t got = pair_->recv(kControlBodyTag, body).wait();
   if (got != length_) {
-    throw transport::Error(
-        pair_->peer(), "negotiation message from rank " + std::to_string(pair_->peer()) + " has " +
-                           std::to_string(got) + " bytes, announced " + std::to_string(length_));
+    throw NegotiationError("negotiation message from rank " + std::to_string(pair_->peer()) +
+                               " has " + std::to_string(got) + " bytes, announced " +
+                               std::to_string(length_),
+                           pair_->peer());
   }
   return body;
 }

@@ -26,7 +26,8 @@ class ControlReceive {
   explicit ControlReceive(transport::Pair& pair);
   ControlReceive(const ControlReceive&) = delete;  // the posted receive points into this object
   ControlReceive& operator=(const ControlReceive&) = delete;
-  // Throws transport::Error (naming the peer) on failure, timeout or an oversized length.
+  // Throws transport::Error (naming the peer) on failure or timeout, NegotiationError (naming
+  // the peer) for an oversized or short message.
   std::vector<std::byte> wait();
 
  private:

@@ -4,7 +4,8 @@
 
 #include <cstdio>
 
-#include "runtime/engine_error.h"
+#include "engine_error.h"
+#include "negotiation/wire.h"
 #include "threelc/threelc.h"
 
 namespace threelc::engine {
@@ -47,7 +48,10 @@ Engine::Engine(HandleTable& handles)
     identity_ = exchange_identity(*context_, transport_options_, host_name(settings_));
   } catch (const transport::Error& e) {
     if (context_) context_->stop(e.what());  // the peers learn the cause, not a closed socket
-    throw EngineError(THREELC_EPEER, e.what());
+    throw EngineError(THREELC_EPEER, e.what(), e.peer());
+  } catch (const NegotiationError& e) {
+    if (context_) context_->stop(e.what());
+    throw;
   }
   if (!settings_.timeline.empty() && identity_.rank == 0) {
     try {

@@ -41,8 +41,8 @@ Identity exchange_identity(transport::Context& context, const transport::Options
       }
       if (!in.at_end()) throw NegotiationError("trailing bytes");
     } catch (const NegotiationError& e) {
-      throw transport::Error(0,
-                             std::string("init message from rank 0 (host indices): ") + e.what());
+      throw NegotiationError(std::string("init message from rank 0 (host indices): ") + e.what(),
+                             0);
     }
     return id;
   }

@@ -1,6 +1,6 @@
 #include "runtime/tensor_queue.h"
 
-#include "runtime/engine_error.h"
+#include "engine_error.h"
 #include "threelc/threelc.h"
 
 namespace threelc::engine {

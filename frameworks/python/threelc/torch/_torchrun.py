@@ -23,6 +23,7 @@ import secrets
 import socket
 
 from .. import engine as _engine
+from .. import settings as _settings
 
 _SECRET_KEY = "threelc/job_secret"
 _COORDINATOR_KEY = "threelc/coordinator"
@@ -38,10 +39,13 @@ def under_torchrun() -> bool:
 
 
 def _start_timeout() -> float:
+    text = _settings.value("THREELC_START_TIMEOUT")
     try:
-        return float(os.environ.get("THREELC_START_TIMEOUT", "60"))
+        return float(text)
     except ValueError:
-        return 60.0  # the engine refuses the malformed value itself, naming it
+        # The engine refuses the malformed value itself, naming it; wait the declared default.
+        return float(next(row.default for row in _settings.library_settings()
+                          if row.name == "THREELC_START_TIMEOUT"))
 
 
 def _free_port() -> int:

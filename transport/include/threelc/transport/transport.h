@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "threelc/settings/setting.h"
+
 namespace threelc::transport {
 
 class Error : public std::runtime_error {
@@ -57,6 +59,10 @@ struct Options {
 // declared once, with its default, in transport/src/settings.cc.
 // Throws Error naming the variable that is missing or malformed.
 Options options_from_environment();
+
+// The transport's rows of environment variables (transport/src/settings.cc), for the docs and
+// the C ABI's threelc_setting_at().
+settings::SettingTable transport_settings();
 
 namespace detail {
 struct RequestState;
