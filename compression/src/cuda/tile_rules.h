@@ -1,7 +1,7 @@
 // Internal: the per-position rules by which the CUDA kernels zero-run encode and expand a tile
 // in parallel. Plain C++ that nvcc also compiles for the device, so that the host test
-// (tests/compression/cuda_tile_rules_test.cc) checks the very formulas the kernels run against the CPU
-// encoder, on machines without a GPU.
+// (tests/compression/cuda_tile_rules_test.cc) checks the very formulas the kernels run against the
+// CPU encoder, on machines without a GPU.
 //
 // Encoding a tile's g group bytes in parallel (the serial definition is
 // kernels_reference.h's encode_rest):

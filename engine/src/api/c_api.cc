@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "api/requests.h"
+#include "engine_error.h"
 #include "gpu/gpu.h"
 #include "runtime/engine.h"
-#include "engine_error.h"
 #include "settings.h"
 #include "threelc/compression/cuda_codec.h"
 #include "threelc/threelc.h"

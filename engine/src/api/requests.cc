@@ -3,9 +3,9 @@
 #include <cmath>
 #include <string>
 
+#include "engine_error.h"
 #include "gpu/gpu.h"
 #include "negotiation/coordinator.h"
-#include "engine_error.h"
 
 namespace threelc::engine {
 

@@ -1,8 +1,8 @@
 // NcclComm in a build with CUDA but without nccl.h: uncompressed CUDA allreduces are staged
 // through host memory and hierarchical ones run flat (supports() is false), so nothing but
 // supports() is ever reached.
-#include "gpu/nccl.h"
 #include "engine_error.h"
+#include "gpu/nccl.h"
 #include "threelc/threelc.h"
 
 namespace threelc::engine::gpu {

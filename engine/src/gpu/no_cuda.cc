@@ -2,8 +2,8 @@
 // with the reason, so the executor's device path is never reached.
 #include <string>
 
-#include "gpu/gpu.h"
 #include "engine_error.h"
+#include "gpu/gpu.h"
 #include "runtime/executor.h"
 #include "threelc/compression/cuda_codec.h"
 #include "threelc/threelc.h"
