@@ -48,7 +48,7 @@ size_t ErrorFeedbackStore::save(std::string_view prefix, uint32_t rank, uint32_t
 
 void ErrorFeedbackStore::load(std::string_view prefix, uint32_t rank, uint32_t job_size,
                               std::span<const std::byte> blob) {
-  const FeedbackBlob parsed = parse_feedback_blob(blob);  // FeedbackBlobError: EMALFORMED
+  FeedbackBlob parsed = parse_feedback_blob(blob);  // FeedbackBlobError: EMALFORMED
   if (parsed.rank != rank || parsed.size != job_size) {
     throw EngineError(THREELC_EINVAL, "the feedback blob was saved by rank " +
                                           std::to_string(parsed.rank) + " of a job of " +
