@@ -1,4 +1,4 @@
-# Sanitizer builds (CMakePresets.json: asan-ubsan, tsan; tools/sanitize_tests.sh runs them),
+# Sanitizer builds (CMakePresets.json: asan-ubsan, tsan; tools/dev/sanitize_tests.sh runs them),
 # included from tests/CMakeLists.txt. Nothing happens in a build without -fsanitize.
 #
 # A Python-hosted test (one whose ENVIRONMENT sets THREELC_LIBRARY: the pytest suites and the
@@ -38,8 +38,9 @@ if(threelc_sanitizer_runtime)
   # The sanitizers slow a process down 2-15x (TSan the most), and the CPUs are shared by the
   # ranks of a job: the TIMEOUT of every test added here (the pytest suites and jobs; the
   # GoogleTest cases keep theirs) is multiplied by this factor, and so are the hard timeouts of
-  # the jobs that tests/engine_jobs, tests/soak and tests/emulate start (THREELC_TEST_TIMEOUT_SCALE,
-  # read in tests/support/sanitized_ranks.py).
+  # the jobs that tests/engine/jobs, tests/engine/soak and tests/tools/eval start
+  # (THREELC_TEST_TIMEOUT_SCALE, read in tests/support/sanitized_ranks.py and applied by
+  # tests/support/rank_jobs.py).
   # Under ASan, numpy-heavy Python ranks run 20-30x slower than in the Release build (one
   # 3-rank error_feedback job: 42 s against 1.4 s on 2 cores): every array of more than 128 KiB
   # is mmap'd and unmapped by ASan's allocator, and its shadow too, so that about half of the

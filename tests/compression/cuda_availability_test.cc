@@ -1,7 +1,7 @@
 // Where there is no usable CUDA device (these CI machines: CUDA calls fail with error 35) or the
 // build has no CUDA codec, the CUDA codec says so: device_count() is 0 with a reason, and calls
 // fail with a Status naming the cause instead of crashing. On a machine with a GPU this test
-// skips; tests/gpu/cuda_codec_test.cc covers the codec there.
+// skips; tests/compression/gpu/cuda_codec_test.cc covers the codec there.
 #include <gtest/gtest.h>
 
 #include <cstdint>

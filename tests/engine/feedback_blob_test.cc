@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine_error.h"
 #include "error_feedback.h"
-#include "runtime/engine_error.h"
 #include "threelc/threelc.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // THREELC_HIERARCHICAL's bookkeeping without a job: how a fused buffer is cut into segments
 // and named for error feedback, and how ranks group by host. The collective itself runs in
-// tests/engine_jobs (test_hierarchical_allreduce), with real rank processes.
+// tests/engine/jobs (test_hierarchical_allreduce), with real rank processes.
 #include <gtest/gtest.h>
 
 #include <algorithm>

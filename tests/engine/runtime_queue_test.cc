@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/engine_error.h"
+#include "engine_error.h"
 #include "runtime/handle_table.h"
 #include "runtime/operation.h"
 #include "runtime/tensor_queue.h"

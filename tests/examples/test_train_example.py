@@ -12,46 +12,35 @@ Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q tests/examples
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+from support.paths import PYTHON, REPO, THREELCRUN, TORCHRUN, with_python_package
+from support.rank_jobs import JobOptions, run_job as run_ranks
+
 DATA = Path("/usr/share/datasets/fashion-mnist")
 
 
-def run_job(cmd: list, prefix: str = "") -> tuple[dict, str]:
+def run_job(cmd: list, prefixed: bool = False) -> tuple[dict, str]:
     """Runs a job's launcher command; (the JSON object of rank 0's last line, stdout). Rank 0's
-    lines are those starting with `prefix` (threelcrun's "[0] "; torchrun: every line, since
-    only rank 0 prints)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(REPO / "frameworks" / "python"), os.environ.get("PYTHONPATH")]))}
-    # A session of its own, so that a job past its time goes with all its ranks.
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} ran past 300 s:\n{stdout}\n{stderr}")
-    assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}:\n{stderr}"
-    lines = [line[len(prefix):] for line in stdout.splitlines() if line.startswith(prefix)]
-    assert lines, stdout
-    return json.loads(lines[-1]), stdout
+    lines carry threelcrun's "[0] " where `prefixed` (torchrun's: every line, since only rank 0
+    prints)."""
+    env = with_python_package(dict(os.environ))
+    job = run_ranks(cmd, JobOptions(env=env, timeout=300, scale_timeout=False,
+                                    prefixed=prefixed))
+    assert job.returncode == 0, f"{job.name} exited {job.returncode}:\n{job.stderr}"
+    assert job.lines[0], job.stdout
+    return job.json_result(0), job.stdout
 
 
 def run_example(*args: str) -> tuple[dict, str]:
-    return run_job([str(REPO / "tools" / "threelcrun"), "-np", "2", PYTHON,
-                    str(REPO / "examples" / "train_fashion_mnist.py"), "--epochs", "1",
-                    "--max-steps", "15", "--log-every", "5", *args], prefix="[0] ")
+    return run_job([THREELCRUN, "-np", "2", PYTHON,
+                    REPO / "examples" / "train_fashion_mnist.py", "--epochs", "1",
+                    "--max-steps", "15", "--log-every", "5", *args], prefixed=True)
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} missing (dataset-fashion-mnist)")
@@ -112,12 +101,9 @@ def test_example_refuses_a_bad_sparsity(example):
 
 # ------------------------------------------------------------- DistributedDataParallel twin
 
-TORCHRUN = REPO / "tools" / "torchrun"  # Debian's torchrun, torch 1.13's faults mended
-
-
 def run_ddp_example(*args: str) -> tuple[dict, str]:
-    return run_job([str(TORCHRUN), "--standalone", "--nproc_per_node", "2",
-                    str(REPO / "examples" / "train_fashion_mnist_ddp.py"), "--epochs", "1",
+    return run_job([TORCHRUN, "--standalone", "--nproc_per_node", "2",
+                    REPO / "examples" / "train_fashion_mnist_ddp.py", "--epochs", "1",
                     "--max-steps", "15", "--log-every", "5", *args])
 
 

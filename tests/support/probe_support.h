@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/collective_options.h"
+#include "collectives/collective_error.h"
 #include "threelc/transport/transport.h"
 
 namespace threelc::test_support {

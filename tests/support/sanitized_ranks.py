@@ -3,7 +3,7 @@ and the threelcrun options that carry its runtime to ranks started over ssh.
 
 In a sanitizer build (tests/sanitizers.cmake) ctest preloads the sanitizer's runtime into each
 Python-hosted test through LD_PRELOAD, and every rank started locally inherits it, with the
-sanitizer's options (tools/sanitize_tests.sh). threelcrun passes only THREELC_* variables to a
+sanitizer's options (tools/dev/sanitize_tests.sh). threelcrun passes only THREELC_* variables to a
 rank it starts over ssh, so a test that starts ranks there adds these -x options; outside a
 sanitizer build there are none.
 """

@@ -1,4 +1,5 @@
-"""Shared helpers of the threelc.torch suite: rank-seeded data, references, cross-rank checks.
+"""Helpers of the threelc.torch and DDP suites: rank-seeded data, references, 3LC bounds,
+cross-rank checks.
 
 Every rank can recompute what every other rank sent: data come from a torch.Generator seeded
 with (test salt, rank), so the expected result of a collective is computed locally from all

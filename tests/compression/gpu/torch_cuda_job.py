@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
+#!/ usr / bin / env python3
 """One rank of the GPU engine check (tools/gpu_check.sh): CUDA tensors through threelc.torch.
 
-    THREELC_FUSION_THRESHOLD=0 threelcrun -np 2 python3 tests/gpu/torch_cuda_job.py
+    THREELC_FUSION_THRESHOLD=0 threelcrun -np 2 python3 tests/compression/gpu/torch_cuda_job.py
 
 Every rank allreduces the same random tensors twice: as CUDA tensors (the engine's device
 path: the CUDA codec, residuals on the GPU, only blocks over PCIe; or NCCL / host staging when
@@ -59,7 +59,7 @@ def main() -> int:
                             diff = (a != b).nonzero()
                             failures.append(f"{name} step {step}: {diff.numel()} elements "
                                             f"differ, first at {diff[0].item()}")
-    # In place, on a non-contiguous tensor, and on parts of one flat buffer (the DDP hook's way).
+#In place, on a non - contiguous tensor, and on parts of one flat buffer(the DDP hook's way).
     base = torch.randn(64, 2048, generator=torch.Generator().manual_seed(rank))
     for what, make in (("transposed", lambda t: t.t()), ("slice", lambda t: t.view(-1)[100:50_100])):
         cuda = make(base.to(device).clone())

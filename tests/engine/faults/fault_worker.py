@@ -18,7 +18,7 @@ the engine fails them, and must then see a ThreelcError. Faults:
                  being read, its process stays alive
     link         nothing is injected here: each rank prints RUNNING after its first
                  allreduce, and the test then takes the victim's network link down (emulated
-                 cluster, tools/emulate_cluster)
+                 cluster, tools/eval/emulate_cluster)
 
 Lines for the test (each prefixed by threelcrun with the rank):
 

@@ -7,7 +7,7 @@ ThreelcError whose message names the victim and no other rank as the cause, with
 of the wait that noticed it (THREELC_TIMEOUT, or THREELC_START_TIMEOUT before the job is
 connected); nothing hangs (each job has a hard timeout here).
 
-Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q tests/faults
+Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q tests/engine/faults
 (THREELC_LIBRARY selects the library; THREELC_TRANSPORT=ucx runs the jobs over UCX).
 """
 
@@ -16,19 +16,18 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-LAUNCHER = REPO / "tools" / "threelcrun"
+from support.paths import PYTHON, PYTHON_PACKAGE, REPO, library_path
+from support.rank_jobs import JobOptions, run_job, start_job, threelcrun
+
 WORKER = Path(__file__).resolve().parent / "fault_worker.py"
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 RANKS = 4
-EMULATE = REPO / "tools" / "emulate_cluster"
+EMULATE = REPO / "tools" / "eval" / "emulate_cluster"
 LINE = re.compile(r"^\[(\d+)\] (INJECT|ERROR|NOERROR|INIT RETURNED|RUNNING)(.*)$")
 # Slack on top of a timeout: error propagation, Python's exception and a loaded 2-core machine.
 SLACK = 5.0
@@ -40,6 +39,9 @@ tcp_only = pytest.mark.skipif(os.environ.get("THREELC_TRANSPORT") == "ucx",
 
 
 class FaultJob:
+    """A fault job's end (`proc`: anything with returncode, stdout and stderr) read: when the
+    fault was injected, each rank's error."""
+
     def __init__(self, fault, victim, proc, seconds):
         self.fault = fault
         self.victim = victim
@@ -71,19 +73,15 @@ class FaultJob:
 
 def run_fault(fault, victim, env=None, failure_wait=5, timeout=120):
     full = dict(os.environ)
-    full.setdefault("THREELC_LIBRARY", str(REPO / "build" / "lib" / "libthreelc.so"))
-    full["PYTHONPATH"] = str(REPO / "frameworks" / "python")
+    full.setdefault("THREELC_LIBRARY", str(library_path()))
+    full["PYTHONPATH"] = str(PYTHON_PACKAGE)
     full.update(env or {})
-    command = [PYTHON, str(LAUNCHER), "-np", str(RANKS), "--grace", "2",
-               "--failure-wait", str(failure_wait), PYTHON, str(WORKER), fault, str(victim)]
-    started = time.monotonic()
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=full,
-                              cwd=str(REPO))
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"{' '.join(command[2:])} hung for {timeout} s\n"
-                    f"--- stdout ---\n{e.stdout}\n--- stderr ---\n{e.stderr}")
-    return FaultJob(fault, victim, proc, time.monotonic() - started)
+    command = threelcrun(RANKS, [PYTHON, WORKER, fault, victim],
+                         ["--grace", "2", "--failure-wait", failure_wait])
+    job = run_job(command, JobOptions(env=full, cwd=REPO, timeout=timeout, scale_timeout=False,
+                                      name=f"threelcrun -np {RANKS} fault_worker.py {fault} "
+                                           f"{victim}", ranks=RANKS))
+    return FaultJob(fault, victim, job, job.seconds)
 
 
 def ranks_blamed(message):
@@ -169,7 +167,8 @@ def netns_usable():
     return subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
 
 
-@pytest.mark.skipif(not netns_usable(), reason="needs root and ip netns (tools/emulate_cluster)")
+@pytest.mark.skipif(not netns_usable(),
+                    reason="needs root and ip netns (tools/eval/emulate_cluster)")
 @pytest.mark.skipif(os.environ.get("THREELC_TRANSPORT") == "ucx",
                     reason="runs over TCP only (UCX's own transports across the emulated hosts "
                            "are not what this checks); the tcp variant runs it")
@@ -177,31 +176,24 @@ def test_link_taken_down_is_named_within_the_timeout():
     # 4 emulated hosts, one rank each; once every rank has run an allreduce, host 3's port on
     # the switch goes down: no reset, no end of file, just silence.
     name = f"tlf{os.getpid() % 10000}"
-    env = dict(os.environ, THREELC_TIMEOUT="8",
-               THREELC_LIBRARY=os.environ.get("THREELC_LIBRARY",
-                                              str(REPO / "build" / "lib" / "libthreelc.so")))
-    proc = subprocess.Popen([PYTHON, str(EMULATE), "--hosts", str(RANKS), "--rate", "1gbit",
-                             "--name", name, "--", PYTHON, str(WORKER), "link", "3"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=str(REPO))
-    started = time.monotonic()
+    env = dict(os.environ, THREELC_TIMEOUT="8", THREELC_LIBRARY=str(library_path()))
+    running_job = start_job([PYTHON, EMULATE, "--hosts", RANKS, "--rate", "1gbit", "--name", name,
+                             "--", PYTHON, WORKER, "link", 3],
+                            JobOptions(env=env, cwd=REPO, timeout=120, scale_timeout=False,
+                                       name="emulate_cluster", ranks=RANKS))
     lines, running, inject_time = [], set(), None
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            m = LINE.match(line.rstrip("\n"))
-            if m and m.group(2) == "RUNNING":
-                running.add(int(m.group(1)))
-            if inject_time is None and len(running) == RANKS:
-                subprocess.run(["ip", "-n", f"{name}-sw", "link", "set", f"p{RANKS - 1}", "down"],
-                               check=True)
-                inject_time = time.monotonic()
-                lines.append(f"[{RANKS - 1}] INJECT link {inject_time:.3f}\n")
-        proc.wait(timeout=120)
-        stderr = proc.stderr.read()
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail("emulate_cluster hung\n" + "".join(lines)[-4000:])
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines), stderr)
-    job = FaultJob("link", RANKS - 1, done, time.monotonic() - started)
+    for line in running_job.proc.stdout:
+        lines.append(line)
+        m = LINE.match(line.rstrip("\n"))
+        if m and m.group(2) == "RUNNING":
+            running.add(int(m.group(1)))
+        if inject_time is None and len(running) == RANKS:
+            subprocess.run(["ip", "-n", f"{name}-sw", "link", "set", f"p{RANKS - 1}", "down"],
+                           check=True)
+            inject_time = time.monotonic()
+            lines.append(f"[{RANKS - 1}] INJECT link {inject_time:.3f}\n")
+    ended = running_job.wait()  # its stdout is in `lines`
+    done = subprocess.CompletedProcess(running_job.command, ended.returncode, "".join(lines),
+                                       ended.stderr)
+    job = FaultJob("link", RANKS - 1, done, ended.seconds)
     check_every_survivor_names_the_victim(job, 8 + SLACK)

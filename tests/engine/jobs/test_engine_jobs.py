@@ -6,7 +6,7 @@ non-zero with ``FAIL rank R CASE: ...`` on stderr otherwise. Here we check that 
 exited 0 and printed ``DONE``, and that the ``HASH`` lines (results that must be bitwise
 identical on every rank) agree across ranks.
 
-Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q tests/engine_jobs
+Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q tests/engine/jobs
 (THREELC_LIBRARY selects the library; default build/lib/libthreelc.so).
 """
 
@@ -16,33 +16,19 @@ import ctypes
 import json
 import os
 import re
-import subprocess
-import sys
-import time
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-LAUNCHER = REPO / "tools" / "threelcrun"
+from support.paths import PYTHON, REPO, library_path
+from support.rank_jobs import JobOptions, RankJob, run_job as run_ranks, threelcrun
+
 WORKER = Path(__file__).resolve().parent / "worker.py"
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-LINE = re.compile(r"^\[(\d+)\] (.*)$")
-sys.path.insert(0, str(REPO / "tests" / "support"))
-# Factor of each job's hard timeout (run_job's `timeout`), where a sanitizer build runs a job up
-# to 30x slower. The jobs' own THREELC_* waits are not scaled.
-from sanitized_ranks import TIMEOUT_SCALE  # noqa: E402
 # engine_job_tests_ucx (THREELC_TRANSPORT=ucx) runs the cases that move data between ranks; the
 # others (settings, negotiation over the TCP control channels, observability, one-rank jobs)
 # run over tcp only (CI time).
 OVER_UCX = os.environ.get("THREELC_TRANSPORT") == "ucx"
 tcp_only = pytest.mark.skipif(OVER_UCX, reason="no data channel involved: the tcp variant runs it")
-
-
-def library_path() -> Path:
-    override = os.environ.get("THREELC_LIBRARY")
-    return Path(override) if override else REPO / "build" / "lib" / "libthreelc.so"
 
 
 def test_library_has_the_engine():
@@ -51,34 +37,6 @@ def test_library_has_the_engine():
     assert path.is_file(), f"{path} does not exist (build it: tools/build.sh)"
     lib = ctypes.CDLL(str(path))
     assert hasattr(lib, "threelc_init"), f"{path} does not export threelc_init"
-
-
-class Job:
-    def __init__(self, np_, case, args, proc, seconds):
-        self.np = np_
-        self.case = case
-        self.returncode = proc.returncode
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
-        self.seconds = seconds
-        self.lines = defaultdict(list)  # rank -> stdout lines without the prefix
-        for line in proc.stdout.splitlines():
-            m = LINE.match(line)
-            if m:
-                self.lines[int(m.group(1))].append(m.group(2))
-
-    def describe(self) -> str:
-        def tail(text, n=60):
-            return "\n".join(text.splitlines()[-n:])
-        return (f"threelcrun -np {self.np} worker.py {self.case}: exit {self.returncode} after "
-                f"{self.seconds:.1f} s\n--- stdout ---\n{tail(self.stdout)}\n--- stderr ---\n"
-                f"{tail(self.stderr)}")
-
-    def prefixed(self, prefix: str) -> dict:
-        return {r: [l for l in self.lines[r] if l.startswith(prefix)] for r in range(self.np)}
-
-    def hashes(self) -> dict:
-        return {r: [l for l in self.lines[r] if l.startswith("HASH ")] for r in range(self.np)}
 
 
 def clean_env(extra=None) -> dict:
@@ -93,29 +51,23 @@ def clean_env(extra=None) -> dict:
     return env
 
 
-def run_job(np_, case, *args, env=None, timeout=120, launcher_args=()) -> Job:
+def run_job(np_, case, *args, env=None, timeout=120, launcher_args=()) -> RankJob:
+    """`threelcrun -np np_ worker.py case args` (every rank prints ``DONE case`` at its end);
+    `timeout` is the job's hard limit (scaled in sanitizer builds: tests/support/rank_jobs.py),
+    not the engine's own waits."""
     if OVER_UCX and np_ == 1:
         pytest.skip("a job of one rank has no data channel: the tcp variant runs it")
-    command = [PYTHON, str(LAUNCHER), "-np", str(np_), "--grace", "2", *launcher_args,
-               PYTHON, str(WORKER), case, *[str(a) for a in args]]
-    timeout *= TIMEOUT_SCALE
-    started = time.monotonic()
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              env=clean_env(env), cwd=str(REPO))
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        pytest.fail(f"threelcrun -np {np_} worker.py {case} hung for {timeout} s\n"
-                    f"--- stdout ---\n{out[-4000:]}\n--- stderr ---\n{err[-4000:]}")
-    return Job(np_, case, args, proc, time.monotonic() - started)
+    command = threelcrun(np_, [PYTHON, WORKER, case, *args], ["--grace", "2", *launcher_args])
+    return run_ranks(command, JobOptions(env=clean_env(env), cwd=REPO, timeout=timeout,
+                                         name=f"threelcrun -np {np_} worker.py {case}",
+                                         ranks=np_, done=f"DONE {case}"))
 
 
-def assert_ok(job: Job, expect_hashes: bool = True) -> Job:
+def assert_ok(job: RankJob, expect_hashes: bool = True) -> RankJob:
     """Exit 0, DONE on every rank, identical HASH lines on every rank."""
     assert job.returncode == 0, job.describe()
     for r in range(job.np):
-        assert any(l.startswith(f"DONE {job.case}") for l in job.lines[r]), (
+        assert any(l.startswith(job.options.done) for l in job.lines[r]), (
             f"rank {r} did not finish\n" + job.describe())
     hashes = job.hashes()
     if expect_hashes:

@@ -183,7 +183,7 @@ def as_float(spec: Spec, result) -> np.ndarray:
 
 def compressed_tolerance(spec: Spec) -> float:
     """|result - exact| bound of one step with error feedback when every position keeps its
-    owner (see tests/engine_jobs/worker.py drift_bound_sum): the outputs' running sum trails
+    owner (see tests/engine/jobs/worker_data.py drift_bound_sum): the outputs' running sum trails
     the exact one by the sum of the current residuals, at most D, so one step is within 2 D.
 
     Here positions change owners: the owner of a position depends on where the tensor lands in

@@ -8,39 +8,31 @@ DONE, the hashes agree across ranks (bitwise identical results), and resident me
 less than 5 % after warm-up on every rank.
 
 CI runs a short soak (THREELC_SOAK_CALLS, default 5000 calls, ~20-40 s on 2 cores). The full
-one (20,000 calls, the "Hardening" issue's figure) is ``tools/soak.sh``.
+one (20,000 calls, the "Hardening" issue's figure) is ``tools/dev/soak.sh``.
 
 In a sanitizer build (the runtime preloaded, tests/sanitizers.cmake) resident memory is the
 sanitizer's: ASan holds up to 256 MB of freed memory in its quarantine and ignores malloc_trim,
 so VmRSS moves by several percent either way (one rank 5.05 % in an ASan run). There the
 growth is printed but not judged; the Release build's run judges it.
 
-Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q -s tests/soak
+Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q -s tests/engine/soak
 """
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
-import time
-from collections import defaultdict
 from pathlib import Path
 
-import pytest
+from support.paths import PYTHON, REPO, with_python_package
+from support.rank_jobs import JobOptions, run_job, threelcrun
+from support.sanitized_ranks import sanitizer_preloaded
 
-REPO = Path(__file__).resolve().parents[2]
-LAUNCHER = REPO / "tools" / "threelcrun"
 WORKER = Path(__file__).resolve().parent / "soak_worker.py"
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-LINE = re.compile(r"^\[(\d+)\] (.*)$")
 RSS = re.compile(r"^RSS warmup_kb (\d+) end_kb (\d+) growth_pct (-?[\d.]+) calls (\d+)$")
 
 NP = int(os.environ.get("THREELC_SOAK_NP", "4"))
 CALLS = int(os.environ.get("THREELC_SOAK_CALLS", "5000"))
-sys.path.insert(0, str(REPO / "tests" / "support"))
-from sanitized_ranks import TIMEOUT_SCALE, sanitizer_preloaded  # noqa: E402
 
 MAX_GROWTH_PCT = float("inf") if sanitizer_preloaded() else 5.0
 
@@ -52,12 +44,11 @@ def soak_env() -> dict:
            if not k.startswith("THREELC_") or k.startswith("THREELC_SOAK_")
            or k in ("THREELC_LIBRARY", "THREELC_TRANSPORT")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in [str(REPO / "frameworks" / "python"), env.get("PYTHONPATH")] if p)
+    with_python_package(env)
     env["THREELC_START_TIMEOUT"] = "60"
     env["THREELC_TIMEOUT"] = "120"
     # A response cache smaller than the pool of names (160): hits and evictions in a short
-    # run too (THREELC_SOAK_CACHE_CAPACITY overrides; tools/soak.sh keeps the default 1024).
+    # run too (THREELC_SOAK_CACHE_CAPACITY overrides; tools/dev/soak.sh keeps the default 1024).
     env["THREELC_CACHE_CAPACITY"] = os.environ.get("THREELC_SOAK_CACHE_CAPACITY", "128")
     env["THREELC_SOAK_CALLS"] = str(CALLS)
     env.setdefault("THREELC_SOAK_MAX_GROWTH", str(MAX_GROWTH_PCT / 100.0))
@@ -65,56 +56,35 @@ def soak_env() -> dict:
 
 
 def test_soak():
-    command = [PYTHON, str(LAUNCHER), "-np", str(NP), "--grace", "2", PYTHON, str(WORKER),
-               str(CALLS)]
-    timeout = (120 + CALLS // 20) * TIMEOUT_SCALE
-    started = time.monotonic()
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              env=soak_env(), cwd=str(REPO))
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        pytest.fail(f"soak of {CALLS} calls on {NP} ranks hung for {timeout} s\n"
-                    f"--- stdout ---\n{out[-4000:]}\n--- stderr ---\n{err[-4000:]}")
-    seconds = time.monotonic() - started
-    lines = defaultdict(list)
-    for line in proc.stdout.splitlines():
-        m = LINE.match(line)
-        if m:
-            lines[int(m.group(1))].append(m.group(2))
-
-    def describe() -> str:
-        tail = lambda text: "\n".join(text.splitlines()[-60:])  # noqa: E731
-        return (f"threelcrun -np {NP} soak_worker.py {CALLS}: exit {proc.returncode} after "
-                f"{seconds:.1f} s\n--- stdout ---\n{tail(proc.stdout)}\n--- stderr ---\n"
-                f"{tail(proc.stderr)}")
-
-    assert proc.returncode == 0, describe()
+    command = threelcrun(NP, [PYTHON, WORKER, CALLS], ["--grace", "2"])
+    job = run_job(command, JobOptions(env=soak_env(), cwd=REPO, timeout=120 + CALLS // 20,
+                                      name=f"threelcrun -np {NP} soak_worker.py {CALLS}",
+                                      ranks=NP, done="DONE soak"))
+    assert job.returncode == 0, job.describe()
     hashes, rss = {}, {}
     for r in range(NP):
-        assert any(l.startswith("DONE soak") for l in lines[r]), f"rank {r} did not finish\n" \
-                                                                 + describe()
-        found = [l for l in lines[r] if l.startswith("HASH soak ")]
-        assert len(found) == 1, f"rank {r}: {len(found)} HASH lines\n" + describe()
+        assert any(l.startswith("DONE soak") for l in job.lines[r]), \
+            f"rank {r} did not finish\n" + job.describe()
+        found = [l for l in job.lines[r] if l.startswith("HASH soak ")]
+        assert len(found) == 1, f"rank {r}: {len(found)} HASH lines\n" + job.describe()
         hashes[r] = found[0].split()[2]
-        found = [RSS.match(l) for l in lines[r] if l.startswith("RSS ")]
-        assert len(found) == 1 and found[0], f"rank {r}: no RSS line\n" + describe()
+        found = [RSS.match(l) for l in job.lines[r] if l.startswith("RSS ")]
+        assert len(found) == 1 and found[0], f"rank {r}: no RSS line\n" + job.describe()
         warm, end, growth, calls = found[0].groups()
         rss[r] = (int(warm), int(end), float(growth))
-        assert int(calls) == CALLS, describe()
-    print(f"\nsoak: {NP} ranks x {CALLS} calls in {seconds:.1f} s "
+        assert int(calls) == CALLS, job.describe()
+    print(f"\nsoak: {NP} ranks x {CALLS} calls in {job.seconds:.1f} s "
           f"(transport {os.environ.get('THREELC_TRANSPORT') or 'tcp'})")
     for r in range(NP):
         warm, end, growth = rss[r]
         print(f"  rank {r}: VmRSS after warm-up {warm} kB, at the end {end} kB, growth "
               f"{growth:+.2f} %; hash {hashes[r][:16]}")
-    for l in lines[0]:
+    for l in job.lines[0]:
         if l.startswith("STAT "):
             print(f"  rank 0 {l}")
     for r in range(1, NP):
         assert hashes[r] == hashes[0], (f"rank {r}'s results differ from rank 0's "
-                                        f"({hashes[r]} vs {hashes[0]})\n" + describe())
+                                        f"({hashes[r]} vs {hashes[0]})\n" + job.describe())
     for r in range(NP):
         assert rss[r][2] < MAX_GROWTH_PCT, (f"rank {r}: resident memory grew {rss[r][2]:.2f} % "
-                                            f"after warm-up\n" + describe())
+                                            f"after warm-up\n" + job.describe())

@@ -2,7 +2,7 @@
 as DDP users run their jobs. From the repository root:
 
     PYTHONPATH=frameworks/python timeout 600 torchrun --standalone --nproc_per_node 2 \\
-        -m pytest -q -p no:cacheprovider tests/ddp
+        -m pytest -q -p no:cacheprovider tests/frameworks/ddp
 
 (3 ranks as well; THREELC_LIBRARY=/path/to/libthreelc.so picks another library.) Run without
 torchrun it is a one-rank job of its own (a local gloo group).
@@ -10,8 +10,9 @@ torchrun it is a one-rank job of its own (a local gloo group).
 The session initializes torch.distributed (gloo) and then the threelc engine, which takes its
 identity from torchrun's variables and its job secret from torch's store. Before each test
 every ``ddp.`` error-feedback residual is dropped, so each test starts as a fresh job would.
-After each test the ranks compare, over gloo, which test they ran and whether it failed: a
-test that failed on some ranks fails on all, and ranks that drifted apart stop the job.
+After each test the ranks compare, over gloo, which test they ran and whether it failed
+(tests/support/lockstep.py): a test that failed on some ranks fails on all, and ranks that
+drifted apart stop the job.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from __future__ import annotations
 import datetime
 import os
 import sys
-import zlib
-from pathlib import Path
 
 import pytest
 import torch
@@ -31,7 +30,7 @@ os.environ.setdefault("THREELC_STALL_TIMEOUT", "10")
 import threelc.engine as engine  # noqa: E402 (after the environment is set)
 import threelc.torch as hvd  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "torch"))  # torch_helpers
+pytest_plugins = ["support.lockstep"]
 
 GROUP_TIMEOUT = datetime.timedelta(seconds=120)
 
@@ -50,13 +49,6 @@ def pytest_unconfigure(config):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(_exit_status)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    setattr(item, "_report_" + report.when, report)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -82,20 +74,23 @@ def fresh_feedback():
     yield
 
 
-@pytest.fixture(autouse=True)
-def _lockstep(request):
-    yield
-    report = getattr(request.node, "_report_call", None)
-    failed = report is None or report.failed
-    mine = (zlib.crc32(request.node.nodeid.encode()), bool(failed))
-    everyone = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, mine)
-    if any(e[0] != mine[0] for e in everyone):
-        sys.stderr.write(f"\n[rank {dist.get_rank()}] LOCKSTEP LOST after "
-                         f"{request.node.nodeid}: the ranks ran different tests; stopping.\n")
-        sys.stderr.flush()
-        os._exit(71)
-    failing = [r for r, e in enumerate(everyone) if e[1]]
-    if failing and not failed:
-        pytest.fail(f"{request.node.nodeid} failed on rank(s) {failing} (see their reports) "
-                    f"but passed on rank {dist.get_rank()}", pytrace=False)
+class GlooRanks:
+    """The lockstep's meeting (tests/support/lockstep.py): all_gather_object over gloo."""
+
+    lost = ()  # its errors propagate
+
+    def active(self) -> bool:
+        return True
+
+    def rank(self) -> int:
+        return dist.get_rank()
+
+    def gather(self, nodeid, mine):
+        everyone = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, mine)
+        return everyone
+
+
+@pytest.fixture(scope="session")
+def lockstep_ranks(job):
+    return GlooRanks()

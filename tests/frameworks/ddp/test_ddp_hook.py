@@ -1,7 +1,7 @@
 """threelc.torch.ddp_comm_hook under DistributedDataParallel (gloo, CPU), on every rank.
 
 Each rank trains on its own rank-seeded data; expected values are computed locally or
-gathered over gloo. Bounds come from tests/torch/torch_helpers.py (3LC's one-step and drift
+gathered over gloo. Bounds come from tests/support/torch_helpers.py (3LC's one-step and drift
 bounds for a sum; an average is the sum over n).
 """
 
@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import threelc.engine as engine
 import threelc.torch as hvd
-from torch_helpers import drift_bound_sum, first_bound_sum
+from support.torch_helpers import drift_bound_sum, first_bound_sum
 
 MIN_COMPRESS_BYTES = 1024  # THREELC_MIN_COMPRESS_BYTES default
 BUCKET_CAP_MB = 0.15  # several buckets for the model below

@@ -1,10 +1,10 @@
 """The threelc.torch suite: every rank runs the same pytest session under the launcher, as
 Horovod's own torch tests run under horovodrun. From the repository root:
 
-    PYTHONPATH=frameworks/python timeout 600 \\
-        tools/threelcrun -np 2 /usr/bin/python3 -m pytest -q -p no:cacheprovider -x tests/torch
-    PYTHONPATH=frameworks/python timeout 600 \\
-        tools/threelcrun -np 3 /usr/bin/python3 -m pytest -q -p no:cacheprovider -x tests/torch
+    PYTHONPATH=frameworks/python timeout 600 tools/threelcrun -np 2 \\
+        /usr/bin/python3 -m pytest -q -p no:cacheprovider -x tests/frameworks/torch
+    PYTHONPATH=frameworks/python timeout 600 tools/threelcrun -np 3 \\
+        /usr/bin/python3 -m pytest -q -p no:cacheprovider -x tests/frameworks/torch
 
 (THREELC_LIBRARY=/path/to/libthreelc.so picks another library than build/lib/libthreelc.so.)
 Run without the launcher it is a one-rank job: everything runs except the tests that need
@@ -22,15 +22,15 @@ How the session is arranged:
   submitted by some ranks but not others fails instead of hanging (the name-mismatch test);
 - every rank makes the same sequence of collective calls. Tests do their collectives first
   and assert afterwards where they can, and after every test the ranks meet in a "lockstep"
-  allgather named after the test (with a timeout): a test that failed on some ranks only is
-  failed on every rank, and ranks that no longer run the same test (one stuck in a
-  collective the others skipped) stop the job with a message instead of hanging.
+  (tests/support/lockstep.py) through an allgather named after the test (with a timeout): a
+  test that failed on some ranks only is failed on every rank, and ranks that no longer run
+  the same test (one stuck in a collective the others skipped) stop the job with a message
+  instead of hanging.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import zlib
 
 import pytest
@@ -39,6 +39,8 @@ import torch
 os.environ.setdefault("THREELC_STALL_TIMEOUT", "2")
 
 import threelc.torch as hvd  # noqa: E402 (after the environment is set)
+
+pytest_plugins = ["support.lockstep"]
 
 LOCKSTEP_TIMEOUT_S = 120.0
 
@@ -58,13 +60,6 @@ def pytest_collection_modifyitems(session, config, items):
     items[:] = sorted(items, key=key)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    setattr(item, "_report_" + report.when, report)
-
-
 @pytest.fixture(scope="session", autouse=True)
 def engine():
     """One engine for the session; shut down at its end."""
@@ -74,41 +69,28 @@ def engine():
     hvd.shutdown()
 
 
-@pytest.fixture(autouse=True)
-def _lockstep(request):
-    """After each test: every rank says which test it ran and whether it failed."""
-    yield
-    if not hvd.is_initialized():
-        return
-    nodeid = request.node.nodeid
-    report = getattr(request.node, "_report_call", None)
-    failed = report is None or report.failed
-    mine = torch.tensor([zlib.crc32(nodeid.encode()), int(failed)], dtype=torch.int64)
-    try:
-        handle = hvd.allgather_async(mine.reshape(1, 2), name=f"lockstep/{nodeid}")
+class EngineRanks:
+    """The lockstep's meeting (tests/support/lockstep.py): an allgather through the engine."""
+
+    lost = (hvd.ThreelcError,)  # its error or timeout
+
+    def active(self) -> bool:
+        return hvd.is_initialized()
+
+    def rank(self) -> int:
+        return hvd.rank()
+
+    def gather(self, nodeid, mine):
+        crc, failed = mine
+        tensor = torch.tensor([crc, int(failed)], dtype=torch.int64)
+        handle = hvd.allgather_async(tensor.reshape(1, 2), name=f"lockstep/{nodeid}")
         everyone = hvd.synchronize(handle, timeout=LOCKSTEP_TIMEOUT_S)
-    except hvd.ThreelcError as e:
-        _stop_job(request, 70, f"LOCKSTEP LOST after {nodeid}: {e}\nThe ranks no longer run "
-                               f"the same test (a rank is stuck in a collective the others "
-                               f"skipped, or failed differently); stopping the job.")
-    ids = everyone[:, 0].tolist()
-    if any(i != ids[0] for i in ids):
-        _stop_job(request, 71, f"LOCKSTEP LOST after {nodeid}: the ranks ran different tests "
-                               f"(crc32 {ids}); stopping the job.")
-    failing = [r for r, f in enumerate(everyone[:, 1].tolist()) if f]
-    if failing and not failed:
-        pytest.fail(f"{nodeid} failed on rank(s) {failing} (see their reports) but passed on "
-                    f"rank {hvd.rank()}", pytrace=False)
+        return [(crc, bool(failed)) for crc, failed in everyone.tolist()]
 
 
-def _stop_job(request, code, message):
-    """Prints past pytest's capture and exits at once (threelcrun then stops the others)."""
-    capture = request.config.pluginmanager.getplugin("capturemanager")
-    if capture is not None:
-        capture.suspend_global_capture(in_=True)
-    sys.stderr.write(f"\n[rank {hvd.rank()}] {message}\n")
-    sys.stderr.flush()
-    os._exit(code)
+@pytest.fixture(scope="session")
+def lockstep_ranks(engine):
+    return EngineRanks()
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 import threelc.torch as hvd
-from torch_helpers import (assert_same, dtype_id, ints, op_data, op_id, rank, reduce_reference,
-                           rows_of, size)
+from support.torch_helpers import (assert_same, dtype_id, ints, op_data, op_id, rank,
+                                   reduce_reference, rows_of, size)
 
 GRAD_DTYPES = [torch.float32, torch.float64]
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import threelc.torch as hvd
-from torch_helpers import (DTYPES, MOVE_DTYPES, OPS, assert_same, dtype_id, ints, op_data,
-                           op_id, rank, reduce_reference, rows_of, size)
+from support.torch_helpers import (DTYPES, MOVE_DTYPES, OPS, assert_same, dtype_id, ints, op_data,
+                                   op_id, rank, reduce_reference, rows_of, size)
 
 
 def move_data(salt, r, shape, dtype):

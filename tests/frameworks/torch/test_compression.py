@@ -1,9 +1,9 @@
 """Compression.none / fp16 / threelc / threelc(sparsity=1.5) / default, and BytePS's push_pull.
 
 3LC results must be bitwise identical on every rank and within the 3LC error bound of the
-exact result (torch_helpers.first_bound_sum); under one name over many steps the error
+exact result (support.torch_helpers.first_bound_sum); under one name over many steps the error
 feedback keeps the running sum of results within a step-independent bound of the running
-exact sum (torch_helpers.drift_bound_sum). Inputs are integers in [-X, X].
+exact sum (support.torch_helpers.drift_bound_sum). Inputs are integers in [-X, X].
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 import torch
 
 import threelc.torch as hvd
-from torch_helpers import (DTYPES, FLOAT_DTYPES, MIN_COMPRESS_BYTES, X, assert_same, catch,
-                           drift_bound_sum, dtype_id, first_bound_sum, gather_rows, ints,
-                           op_data, op_id, rank, reduce_reference, size, ulp)
+from support.torch_helpers import (DTYPES, FLOAT_DTYPES, MIN_COMPRESS_BYTES, X, assert_same, catch,
+                                   drift_bound_sum, dtype_id, first_bound_sum, gather_rows, ints,
+                                   op_data, op_id, rank, reduce_reference, size, ulp)
 
 BIG = 40_000  # elements: >= THREELC_MIN_COMPRESS_BYTES for every float dtype
 SPARSITIES = {"threelc": (hvd.Compression.threelc, 1.0),

@@ -13,7 +13,7 @@ import torch
 import threelc
 import threelc.torch as hvd
 from threelc import engine
-from torch_helpers import assert_same, catch, op_data, rank, reduce_reference, size
+from support.torch_helpers import assert_same, catch, op_data, rank, reduce_reference, size
 
 
 def test_identity():

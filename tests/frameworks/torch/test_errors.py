@@ -14,7 +14,7 @@ import torch
 
 import threelc.torch as hvd
 from threelc import engine
-from torch_helpers import assert_same, catch, expect_raises, rank, size
+from support.torch_helpers import assert_same, catch, expect_raises, rank, size
 
 
 def check_next_operation_works(name):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import threelc.torch as hvd
-from torch_helpers import assert_same, gather_rows, ints, rank, size
+from support.torch_helpers import assert_same, gather_rows, ints, rank, size
 
 
 def make_model(seed):

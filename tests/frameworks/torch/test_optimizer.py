@@ -18,7 +18,7 @@ import torch
 
 import threelc.engine as threelc_engine
 import threelc.torch as hvd
-from torch_helpers import catch, gather_rows, rank, size
+from support.torch_helpers import catch, gather_rows, rank, size
 
 LR = 0.1
 

@@ -1,7 +1,8 @@
-"""tools/emulate_cluster with real network namespaces, veth links, tc shaping and rank processes.
+"""tools/eval/emulate_cluster with real network namespaces, veth links, tc shaping and rank
+processes.
 
 Needs root and `ip netns` (CI runs as root); skipped otherwise, except the refusal test.
-Run: /usr/bin/python3 -m pytest -q tests/emulate
+Run: /usr/bin/python3 -m pytest -q tests/tools/eval
 """
 
 from __future__ import annotations
@@ -11,24 +12,21 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-TOOL = REPO / "tools" / "emulate_cluster"
-THREELCRUN = REPO / "tools" / "threelcrun"
-WORKER = REPO / "tests" / "engine_jobs" / "worker.py"
-PYTHON = "/usr/bin/python3"
+from support.paths import PYTHON, REPO, THREELCRUN
+from support.rank_jobs import JobOptions, RankJob, rank_lines as rank_jobs_lines, run_job, start_job
+from support.sanitized_ranks import TIMEOUT_SCALE, threelcrun_options
 
-sys.path.insert(0, str(REPO / "tests" / "support"))
-from sanitized_ranks import TIMEOUT_SCALE, threelcrun_options  # noqa: E402
+TOOL = REPO / "tools" / "eval" / "emulate_cluster"
+EVALUATE = REPO / "tools" / "eval" / "evaluate"
+WORKER = REPO / "tests" / "engine" / "jobs" / "worker.py"
 
 # In a sanitizer build only the threelc job's ranks load libthreelc.so: they get the
 # sanitizer's runtime through threelcrun -x. Nothing else this file starts may have it
-# preloaded: procps tools (pgrep, here and in tools/emulate_cluster's checks) hang at start-up
+# preloaded: procps tools (pgrep, here and in tools/eval/emulate_cluster's checks) hang at start-up
 # with libasan preloaded.
 SANITIZER_OPTIONS = threelcrun_options()
 os.environ.pop("LD_PRELOAD", None)
@@ -55,18 +53,14 @@ def leftovers(name: str) -> list[str]:
     return left
 
 
-def emulate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, str(TOOL), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=str(REPO))
+def emulate(*args: str, timeout: float = 120) -> RankJob:
+    return run_job([PYTHON, TOOL, *args],
+                   JobOptions(cwd=REPO, timeout=timeout, scale_timeout=False))
 
 
 def rank_lines(stdout: str) -> dict[int, str]:
-    lines = {}
-    for line in stdout.splitlines():
-        if line.startswith("[") and "] " in line:
-            rank, text = line[1:].split("] ", 1)
-            lines[int(rank)] = text
-    return lines
+    """rank -> its last line."""
+    return {rank: lines[-1] for rank, lines in rank_jobs_lines(stdout).items()}
 
 
 def test_refuses_clearly_without_root():
@@ -121,9 +115,8 @@ def test_a_failing_rank_stops_the_job_and_everything_is_torn_down():
 
 @needs_netns
 def test_an_interrupt_tears_everything_down():
-    child = subprocess.Popen([PYTHON, str(TOOL), "--hosts", "2", "--name", "teint", "--",
-                              "sleep", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, cwd=str(REPO))
+    job = start_job([PYTHON, TOOL, "--hosts", "2", "--name", "teint", "--", "sleep", "300"],
+                    JobOptions(cwd=REPO, timeout=60, scale_timeout=False))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and sorted(leftovers("teint"))[:3] != [
             "/etc/netns/teint-h0", "/etc/netns/teint-h1", "teint-h0"]:
@@ -133,9 +126,10 @@ def test_an_interrupt_tears_everything_down():
             subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True,
                            text=True).stdout.split()) < 2:
         time.sleep(0.2)
-    child.send_signal(signal.SIGINT)
-    _, stderr = child.communicate(timeout=60)
-    assert child.returncode == 130, stderr
+    job.proc.send_signal(signal.SIGINT)
+    ended = job.wait()
+    stderr = ended.stderr
+    assert ended.returncode == 130, stderr
     assert "interrupted; tearing down" in stderr
     assert leftovers("teint") == []
     assert subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True).returncode == 1
@@ -168,10 +162,9 @@ def test_evaluate_measures_every_system_and_writes_its_report(tmp_path):
     # The smallest evaluation: one rate, one size, one round, no training; every system must
     # produce a measurement, the report its table with ratios to gloo, and the plots.
     out = tmp_path / "eval"
-    proc = subprocess.run([PYTHON, str(REPO / "tools" / "evaluate"), "--rates", "1gbit",
-                           "--sizes-mb", "1", "--sparsities", "1.0,1.5", "--rounds", "1",
-                           "--only", "allreduce", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600, cwd=str(REPO))
+    proc = run_job([PYTHON, EVALUATE, "--rates", "1gbit", "--sizes-mb", "1",
+                    "--sparsities", "1.0,1.5", "--rounds", "1", "--only", "allreduce",
+                    "--out", out], JobOptions(cwd=REPO, timeout=600, scale_timeout=False))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     labels = {r["label"] for r in records}
@@ -200,12 +193,11 @@ def test_evaluate_trains_with_the_peers_and_reports_ratios_to_ddp(tmp_path):
     # the report must give each method's figures as ratios to DDP's from the same run.
     out = tmp_path / "eval"
     methods = "threelc 3LC,DDP,DDP PowerSGD r1"
-    proc = subprocess.run([PYTHON, str(REPO / "tools" / "evaluate"), "--only", "training",
-                           "--training-rates", "loopback,10gbit", "--models", "cnn",
-                           "--methods", methods, "--epochs", "2", "--max-steps", "6",
-                           "--training-rounds", "1", "--target-accuracy", "0.3",
-                           "--out", str(out)],
-                          capture_output=True, text=True, timeout=900, cwd=str(REPO))
+    proc = run_job([PYTHON, EVALUATE, "--only", "training",
+                    "--training-rates", "loopback,10gbit", "--models", "cnn",
+                    "--methods", methods, "--epochs", "2", "--max-steps", "6",
+                    "--training-rounds", "1", "--target-accuracy", "0.3", "--out", out],
+                   JobOptions(cwd=REPO, timeout=900, scale_timeout=False))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted((r["rate"], r["label"]) for r in records) == sorted(

@@ -1,12 +1,12 @@
 """tools/eval/report.py's verdicts on the training targets, from rows of known figures.
 
-Run: /usr/bin/python3 -m pytest -q tests/emulate/test_evaluate_report.py
+Run: /usr/bin/python3 -m pytest -q tests/tools/eval/test_evaluate_report.py
 """
 
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from support.paths import REPO
+
 sys.path.insert(0, str(REPO / "tools" / "eval"))
 import report  # noqa: E402
 

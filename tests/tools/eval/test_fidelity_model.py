@@ -1,27 +1,27 @@
-"""The fidelity model (tools/accuracy/fidelity_model.py) against the codec it models.
+"""The fidelity model (tools/eval/accuracy/fidelity_model.py) against the codec it models.
 
 docs/ACCURACY.md splits 3LC's accuracy loss into its parts with that one-process model, so its
 quantizer and its byte counts must be the codec's: same decoded values, same residuals, same
 block sizes, over repeated steps that carry the residual; and its push_pull must conserve
 every value (what was sent plus what the residuals hold is what went in).
 
-Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q tests/python
+Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q \\
+    tests/tools/eval/test_fidelity_model.py
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from support.paths import REPO
 from threelc import codec
 
 torch = pytest.importorskip("torch")
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tools" / "accuracy"))
+sys.path.insert(0, str(REPO / "tools" / "eval" / "accuracy"))
 import fidelity_model as model  # noqa: E402
 
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (HELPER, LAUNCHER, PYTHON, REPO, launch, library_available, pid_gone,
-                      read_pids, wait_for)
+from launcher_jobs import HELPER, launch, pid_gone, read_pids, wait_for
+from support.paths import PYTHON, REPO, THREELCRUN, library_available
+from support.rank_jobs import JobOptions, start_job as start_ranks, threelcrun
 
 needs_library = pytest.mark.skipif(not library_available(),
                                    reason="libthreelc.so is not built (tools/build.sh) and "
@@ -22,7 +23,7 @@ needs_library = pytest.mark.skipif(not library_available(),
 
 
 def load_launcher_module():
-    loader = importlib.machinery.SourceFileLoader("threelcrun_module", str(LAUNCHER))
+    loader = importlib.machinery.SourceFileLoader("threelcrun_module", str(THREELCRUN))
     spec = importlib.util.spec_from_loader("threelcrun_module", loader)
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
@@ -270,19 +271,21 @@ def test_command_not_found(run_env):
 
 
 def start_job(tmp_path, run_env, n, script, extra=()):
+    """A job of `n` ranks running `script`, once each rank has written its pid files; the
+    RunningJob's wait() gives its end within 15 s."""
     run_env["D"] = str(tmp_path)
-    proc = subprocess.Popen([PYTHON, str(LAUNCHER), "-np", str(n), *extra, "sh", "-c", script],
-                            env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = start_ranks(threelcrun(n, ["sh", "-c", script], extra),
+                      JobOptions(env=run_env, timeout=15, scale_timeout=False))
     assert wait_for(lambda: len(read_pids(tmp_path)) == 2 * n, 15), "ranks did not start"
-    return proc, read_pids(tmp_path)
+    return job, read_pids(tmp_path)
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_stops_every_rank(sig, code, tmp_path, run_env):
-    proc, pids = start_job(tmp_path, run_env, 3, RANK_SCRIPT.format(action=""))
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=15)
-    assert proc.returncode == code, err
+    job, pids = start_job(tmp_path, run_env, 3, RANK_SCRIPT.format(action=""))
+    job.proc.send_signal(sig)
+    err = job.wait().stderr
+    assert job.proc.returncode == code, err
     assert f"received {signal.Signals(sig).name}; stopping all ranks" in err
     assert wait_for(lambda: all(pid_gone(p) for p in pids.values()), 5), pids
 
@@ -290,11 +293,11 @@ def test_signal_stops_every_rank(sig, code, tmp_path, run_env):
 def test_sigkill_after_grace(tmp_path, run_env):
     # Ranks that ignore SIGTERM are killed after --grace.
     script = 'trap "" TERM; ' + RANK_SCRIPT.format(action="")
-    proc, pids = start_job(tmp_path, run_env, 2, script, ["--grace", "1"])
+    job, pids = start_job(tmp_path, run_env, 2, script, ["--grace", "1"])
     start = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=15)
-    assert proc.returncode == 130
+    job.proc.send_signal(signal.SIGINT)
+    err = job.wait().stderr
+    assert job.proc.returncode == 130
     assert 0.9 < time.monotonic() - start < 6
     assert "sending SIGKILL" in err
     assert wait_for(lambda: all(pid_gone(p) for p in pids.values()), 5)
@@ -303,14 +306,11 @@ def test_sigkill_after_grace(tmp_path, run_env):
 def test_launcher_killed_ranks_stop(tmp_path, run_env):
     # threelcrun dies without stopping anything: its watchdog stops the ranks' process groups.
     script = RANK_SCRIPT.format(action="")
-    run_env["D"] = str(tmp_path)
-    proc = subprocess.Popen([PYTHON, str(LAUNCHER), "-np", "2", "sh", "-c", script], env=run_env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    assert wait_for(lambda: len(read_pids(tmp_path)) == 4, 15)
-    pids = read_pids(tmp_path)
-    proc.kill()
-    proc.wait()
+    job, pids = start_job(tmp_path, run_env, 2, script)
+    job.proc.kill()
+    job.proc.wait()
     assert wait_for(lambda: all(pid_gone(p) for p in pids.values()), 5)
+    job.wait()  # its pipes
 
 
 # ---------------------------------------------------------------------------- arguments

@@ -5,18 +5,15 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import HELPER, LAUNCHER, PYTHON, REPO, launch, library_available, pid_gone, \
-    read_pids, wait_for
-
-sys.path.insert(0, str(REPO / "tests" / "support"))
-from sanitized_ranks import threelcrun_options  # noqa: E402
+from launcher_jobs import HELPER, launch, pid_gone, read_pids, wait_for
+from support.paths import PYTHON, REPO, library_available
+from support.rank_jobs import JobOptions, start_job, threelcrun
+from support.sanitized_ranks import threelcrun_options
 
 HOSTS = ["-H", "localhost:2,127.0.0.1:2"]
 
@@ -36,13 +33,13 @@ def all_cmdlines():
 @pytest.mark.skipif(not library_available(), reason="libthreelc.so is not built")
 def test_ssh_env_output_and_secret(sshd, tmp_path, run_env):
     go = tmp_path / "go"
-    proc = subprocess.Popen([PYTHON, str(LAUNCHER), "-np", "4", *HOSTS, *map(str, sshd.ssh_args()),
-                             "--sparsity", "1.25", "-x", "FOO=two words",
-                             # the ranks load libthreelc.so: in a sanitizer build, its runtime
-                             *threelcrun_options(),
-                             PYTHON, str(HELPER), "env", str(tmp_path), str(go)],
-                            env=run_env, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    job = start_job(threelcrun(4, [PYTHON, HELPER, "env", tmp_path, go],
+                               [*HOSTS, *sshd.ssh_args(), "--sparsity", "1.25",
+                                "-x", "FOO=two words",
+                                # the ranks load libthreelc.so: in a sanitizer build, its runtime
+                                *threelcrun_options()]),
+                    JobOptions(env=run_env, cwd=tmp_path, timeout=30, scale_timeout=False))
+    proc = job.proc
     try:
         assert wait_for(lambda: len(list(tmp_path.glob("env.*.json"))) == 4, 30), \
             proc.stderr.read() if proc.poll() is not None else "ranks did not start"
@@ -56,7 +53,8 @@ def test_ssh_env_output_and_secret(sshd, tmp_path, run_env):
         assert len(ssh_clients) == 2 and all(b"read -r THREELC_SECRET" in c for c in ssh_clients)
     finally:
         go.touch()
-        out, err = proc.communicate(timeout=30)
+        ended = job.wait()
+    out, err = ended.stdout, ended.stderr
     assert proc.returncode == 0, err
     coordinator = envs[0]["THREELC_COORDINATOR"]
     assert re.fullmatch(r"127\.0\.0\.1:\d+", coordinator)
@@ -120,18 +118,18 @@ def test_ssh_remote_rank_killed(sshd, tmp_path, run_env):
 @pytest.mark.parametrize("how", ["sigint", "kill-launcher", "kill-ssh-client"])
 def test_ssh_teardown(how, sshd, tmp_path, run_env):
     script = SCRIPT.format(d=tmp_path, action="")
-    proc = subprocess.Popen([PYTHON, str(LAUNCHER), "-np", "4", *HOSTS,
-                             *map(str, sshd.ssh_args()), "sh", "-c", script],
-                            env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = start_job(threelcrun(4, ["sh", "-c", script], [*HOSTS, *sshd.ssh_args()]),
+                    JobOptions(env=run_env, timeout=20, scale_timeout=False))
+    proc = job.proc
     assert wait_for(lambda: len(read_pids(tmp_path)) == 8, 20), "ranks did not start"
     pids = read_pids(tmp_path)
     if how == "sigint":
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        err = job.wait().stderr
         assert proc.returncode == 130, err
     elif how == "kill-launcher":
         proc.kill()  # no cleanup by threelcrun at all
-        proc.communicate(timeout=20)
+        job.wait()
     else:
         ssh_pids = [pid for pid, cmd in all_cmdlines().items() if cmd.startswith(b"ssh\0")
                     and b"read -r THREELC_SECRET" in cmd and b"-T" in cmd]
@@ -140,7 +138,7 @@ def test_ssh_teardown(how, sshd, tmp_path, run_env):
                     == proc.pid]
         assert len(ssh_pids) == 2
         os.kill(ssh_pids[0], signal.SIGKILL)
-        out, err = proc.communicate(timeout=20)
+        err = job.wait().stderr
         assert proc.returncode == 137, err
         assert f"ssh pid {ssh_pids[0]} to 127.0.0.1) was killed by signal 9" in err
     assert wait_for(lambda: all(pid_gone(p) for p in pids.values()), 10), \

@@ -2,12 +2,10 @@
 started by the launcher, talking over authenticated sockets on loopback."""
 
 import os
-import subprocess
-import time
 
 import pytest
 
-from conftest import LAUNCHER, PYTHON
+from support.rank_jobs import JobOptions, run_job, threelcrun
 
 PROBE = os.environ.get("THREELC_TRANSPORT_PROBE", "")
 
@@ -17,12 +15,10 @@ pytestmark = pytest.mark.skipif(
 
 
 def launch(np, command, *launcher_args, timeout=60, env=None):
-    started = time.monotonic()
-    result = subprocess.run(
-        [PYTHON, str(LAUNCHER), "-np", str(np), *launcher_args, *command],
-        capture_output=True, text=True, timeout=timeout, env=env,
-    )
-    return result, time.monotonic() - started
+    """(the ended job, its seconds)."""
+    job = run_job(threelcrun(np, command, launcher_args),
+                  JobOptions(env=env, timeout=timeout, scale_timeout=False))
+    return job, job.seconds
 
 
 @pytest.mark.parametrize("np", [1, 2, 3, 4])
@@ -32,7 +28,7 @@ def test_ranks_exchange_with_every_peer(np):
 
 
 def test_rank_that_never_starts_is_named():
-#Rank 2 sleeps instead of joining; the others must fail after the start timeout, naming it.
+    # Rank 2 sleeps instead of joining; the others must fail after the start timeout, naming it.
     gate = f'if [ "$THREELC_RANK" = 2 ]; then exec sleep 60; else exec {PROBE}; fi'
     result, seconds = launch(3, ["sh", "-c", gate], "--start-timeout", "3", "--grace", "1")
     assert result.returncode != 0
@@ -41,7 +37,7 @@ def test_rank_that_never_starts_is_named():
 
 
 def test_rank_killed_mid_transfer_fails_the_job_within_10s():
-#Rank 1 streams to rank 0 and SIGKILLs itself mid - stream.
+    # Rank 1 streams to rank 0 and SIGKILLs itself mid - stream.
     env = dict(os.environ, THREELC_PROBE_MODE="kill")
     result, seconds = launch(2, [PROBE], "--grace", "2", env=env)
     assert result.returncode != 0
@@ -50,7 +46,7 @@ def test_rank_killed_mid_transfer_fails_the_job_within_10s():
 
 
 def test_wrong_secret_on_one_rank_is_refused():
-#Rank 1 overrides the launcher's secret: the job fails naming rank 1, and nothing hangs.
+    # Rank 1 overrides the launcher's secret: the job fails naming rank 1, and nothing hangs.
     gate = f'if [ "$THREELC_RANK" = 1 ]; then THREELC_SECRET=wrong exec {PROBE}; else exec {PROBE}; fi'
     result, seconds = launch(3, ["sh", "-c", gate], "--start-timeout", "3", "--grace", "1")
     assert result.returncode != 0

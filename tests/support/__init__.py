@@ -1,0 +1,1 @@
+"""What the test suites share (tests/README.md lists the modules)."""
