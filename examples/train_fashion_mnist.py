@@ -2,7 +2,8 @@
 """Data-parallel training of a CNN on Fashion-MNIST with threelc.torch (Horovod's API).
 
     threelcrun -np 4 /usr/bin/python3 examples/train_fashion_mnist.py \
-        [--compression threelc|fp16|none] [--sparsity S] [--epochs E] [--seed K]
+        [--compression threelc|fp16|none] [--sparsity S] [--epochs E] [--seed K] \
+        [--amp [fp16|bf16]]
 
 Every rank trains on its shard of the 60,000 training images; gradients are averaged over
 the ranks by hvd.DistributedOptimizer, 3LC-compressed by the engine (error feedback kept per
@@ -19,6 +20,11 @@ with fp16 about 2 (the uncompressed traffic is that of the float32 gradients).
 The global batch is --batch-size x ranks and --lr is used as given (no scaling), so 4 ranks
 of 64 and 8 ranks of 32 take the same steps. SGD with momentum; the learning rate decays from
 --lr to 0 along a cosine over the whole run (--schedule constant keeps it).
+
+--amp trains in mixed precision (examples/mixed_precision.py): the forward pass autocast to
+float16 with a torch.amp.GradScaler (``scaler.scale(loss).backward(); scaler.step(optimizer);
+scaler.update()`` on the DistributedOptimizer, as on a local one; torch 2.3 or later), or with
+--amp bf16 to bfloat16. Gradients stay float32 and travel as without --amp.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import threelc.torch as hvd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fashion_mnist import make_model  # noqa: E402
+from mixed_precision import MixedPrecision  # noqa: E402
 from training import (add_training_arguments, evaluate_locally, load_shard,  # noqa: E402
                       lr_schedule, parse_training_arguments, torch_threads, train_epoch)
 
@@ -75,6 +82,7 @@ def main(argv=None) -> int:
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
     schedule = lr_schedule(optimizer, args, steps_per_epoch * args.epochs)
+    precision = MixedPrecision(args.amp)
 
     log = print if rank == 0 else (lambda *a, **k: None)
     params = sum(p.numel() for p in model.parameters())
@@ -82,7 +90,7 @@ def main(argv=None) -> int:
             "none": "no compression"}[args.compression]
     log(f"threelc.torch: {args.model.upper()} ({params} parameters) on Fashion-MNIST, {size} "
         f"ranks x batch {args.batch_size}, {steps_per_epoch} steps per epoch, {args.epochs} "
-        f"epochs, {mode}, {threads} torch thread(s) per rank", flush=True)
+        f"epochs, {mode}, {precision.describe()}, {threads} torch thread(s) per rank", flush=True)
 
     rng = np.random.default_rng(args.seed)
     step_seconds = []  # this rank's, every step
@@ -92,7 +100,7 @@ def main(argv=None) -> int:
         sent0, reduced0 = wire_bytes()
         epoch_start = time.perf_counter()
         loss_sum = train_epoch(model, optimizer, schedule, shard, order, args, epoch, rank, log,
-                               step_seconds)
+                               step_seconds, precision)
         epoch_seconds = time.perf_counter() - epoch_start
         train_seconds += epoch_seconds
         sent1, reduced1 = wire_bytes()
@@ -135,6 +143,9 @@ def main(argv=None) -> int:
         "seed": args.seed,
         "lr": args.lr,
         "schedule": args.schedule,
+        "amp": args.amp,
+        # Steps the GradScaler skipped on every rank (their gradients overflowed): --amp fp16.
+        "amp_skipped_steps": precision.skipped_steps,
     }
     log(json.dumps(summary), flush=True)
     hvd.shutdown()

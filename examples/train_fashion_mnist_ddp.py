@@ -4,7 +4,7 @@
     PYTHONPATH=frameworks/python tools/torchrun --standalone --nproc_per_node 4 \
         examples/train_fashion_mnist_ddp.py [--hook threelc|none|fp16|bf16|powersgd] \
         [--sparsity S] [--powersgd-rank R] [--bucket-cap-mb MB] [--epochs E] [--seed K] \
-        [--lr LR] [--batch-size B] [--max-steps N]
+        [--lr LR] [--batch-size B] [--max-steps N] [--amp [fp16|bf16]]
 
 The DistributedDataParallel twin of train_fashion_mnist.py (threelc.torch's Horovod API): the
 same CNN, data, per-rank batch, sharding by rank, seeds and learning-rate schedule, so the two
@@ -22,6 +22,9 @@ feedback and warm start, as the PowerSGD paper recommends, after --powersgd-star
 uncompressed steps). torch 1.13's PowerSGD over gloo fails when DDP has more than one bucket
 ("op.preamble.length <= op.nbytes"): --bucket-cap-mb 1000 puts every gradient in one (the
 first bucket too, which DDP otherwise caps at 1 MiB).
+
+--amp trains in mixed precision as the Horovod-style example does (examples/mixed_precision.py):
+float16 autocast with a GradScaler, or --amp bf16.
 
 Rank 0 prints progress while it trains and, per epoch, the mean training loss, the test loss
 and accuracy (10,000 images, evaluated in shards and summed), the bytes each rank sent and
@@ -71,6 +74,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fashion_mnist import make_model  # noqa: E402
+from mixed_precision import MixedPrecision  # noqa: E402
 from training import (add_training_arguments, evaluate_locally, load_shard,  # noqa: E402
                       lr_schedule, parse_training_arguments, torch_threads, train_epoch)
 
@@ -193,6 +197,7 @@ def main(argv=None) -> int:
     register_hook(model, args)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     schedule = lr_schedule(optimizer, args, steps_per_epoch * args.epochs)
+    precision = MixedPrecision(args.amp)
 
     params = sum(p.numel() for p in model.parameters())
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
@@ -202,7 +207,8 @@ def main(argv=None) -> int:
             "powersgd": f"torch's PowerSGD hook, rank {args.powersgd_rank}"}[args.hook]
     log(f"DistributedDataParallel: {args.model.upper()} ({params} parameters) on Fashion-MNIST, "
         f"{size} ranks x batch {args.batch_size}, {steps_per_epoch} steps per epoch, "
-        f"{args.epochs} epochs, {mode}, {threads} torch thread(s) per rank", flush=True)
+        f"{args.epochs} epochs, {mode}, {precision.describe()}, {threads} torch thread(s) per "
+        f"rank", flush=True)
 
     rng = np.random.default_rng(args.seed)
     step_seconds = []  # this rank's, every step
@@ -213,7 +219,7 @@ def main(argv=None) -> int:
         sent0, engine0 = tcp_bytes_sent(), engine_bytes_sent(args.hook)
         epoch_start = time.perf_counter()
         loss_sum = train_epoch(model, optimizer, schedule, shard, order, args, epoch, rank, log,
-                               step_seconds)
+                               step_seconds, precision)
         epoch_seconds = time.perf_counter() - epoch_start
         train_seconds += epoch_seconds
         sent1, engine1 = tcp_bytes_sent(), engine_bytes_sent(args.hook)
@@ -268,6 +274,9 @@ def main(argv=None) -> int:
         "seed": args.seed,
         "lr": args.lr,
         "schedule": args.schedule,
+        "amp": args.amp,
+        # Steps the GradScaler skipped on every rank (their gradients overflowed): --amp fp16.
+        "amp_skipped_steps": precision.skipped_steps,
     }
     log(json.dumps(summary), flush=True)
     dist.barrier()

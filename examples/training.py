@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from fashion_mnist import BEST_LR, DATA_DIR, MODELS, load_split
+from mixed_precision import MODES as AMP_MODES
+from mixed_precision import MixedPrecision, unsupported
 
 
 def add_training_arguments(ap: argparse.ArgumentParser) -> None:
@@ -45,6 +47,10 @@ def add_training_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--threads", type=int, default=0,
                     help="torch threads per rank (default: cores / ranks on this host)")
     ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    ap.add_argument("--amp", nargs="?", const="fp16", choices=AMP_MODES, default=None,
+                    help="mixed precision: the forward pass autocast to fp16 (--amp or --amp "
+                         "fp16: with a GradScaler; torch 2.3 or later) or bf16 (--amp bf16); "
+                         "default float32")
 
 
 def parse_training_arguments(ap: argparse.ArgumentParser, argv) -> argparse.Namespace:
@@ -57,6 +63,9 @@ def parse_training_arguments(ap: argparse.ArgumentParser, argv) -> argparse.Name
         args.lr = BEST_LR[args.model]
     elif not args.lr > 0:
         ap.error(f"--lr {args.lr} must be positive")
+    why_not = unsupported(args.amp)
+    if why_not:
+        ap.error(why_not)
     return args
 
 
@@ -94,19 +103,20 @@ def lr_schedule(optimizer, args, total_steps: int):
 
 
 def train_epoch(model, optimizer, schedule, shard: Shard, order: np.ndarray, args, epoch: int,
-                rank: int, log: Callable, step_seconds: list) -> float:
-    """One epoch over `order` (this rank's images, shuffled); returns the summed loss and
-    appends each step's wall time to `step_seconds`. Raises SystemExit naming the step where
-    the loss stops being finite."""
+                rank: int, log: Callable, step_seconds: list,
+                precision: MixedPrecision) -> float:
+    """One epoch over `order` (this rank's images, shuffled), in `precision`; returns the
+    summed loss and appends each step's wall time to `step_seconds`. Raises SystemExit naming
+    the step where the loss stops being finite."""
     start = time.perf_counter()
     loss_sum = 0.0
     for step in range(1, shard.steps_per_epoch + 1):
         step_start = time.perf_counter()
         idx = torch.from_numpy(order[(step - 1) * args.batch_size: step * args.batch_size])
         optimizer.zero_grad()
-        loss = F.cross_entropy(model(shard.train_x[idx]), shard.train_y[idx])
-        loss.backward()
-        optimizer.step()
+        with precision.autocast():
+            loss = F.cross_entropy(model(shard.train_x[idx]), shard.train_y[idx])
+        precision.backward_and_step(loss, optimizer)
         schedule.step()
         loss_sum += loss.item()
         step_seconds.append(time.perf_counter() - step_start)

@@ -5,8 +5,9 @@
 set -euo pipefail
 
 packages=(
-  # build: compilers, Boost.Asio (headers), OpenSSL's libcrypto
-  cmake ninja-build g++ pkg-config libboost-dev libssl-dev
+  # build: compilers, Boost.Asio (headers), OpenSSL's libcrypto; ccache, through which a second
+  # build of the same sources (the wheel of tests/packaging) reuses the first one's objects
+  cmake ninja-build g++ pkg-config libboost-dev libssl-dev ccache
   # tests: GoogleTest, libFuzzer (clang + its runtime), lint
   libgtest-dev clang-14 libclang-rt-14-dev clang-tidy clang-format
   # transport and launcher tests: a real sshd on loopback, iperf3 as the benchmark baseline
@@ -17,8 +18,9 @@ packages=(
   # the DDP example measures every socket's bytes with ss; tools/eval/emulate_cluster (ip netns,
   # tc) and tools/eval/evaluate's baselines (Open MPI through mpi4py) and plots (matplotlib)
   iproute2 openmpi-bin python3-mpi4py python3-matplotlib
-  # Python side: Debian's /usr/bin/python3 with numpy, torch and pytest
-  python3 python3-numpy python3-torch python3-pytest
+  # Python side: Debian's /usr/bin/python3 with numpy, torch and pytest; venv, for the virtual
+  # environments `pip install .` goes into (README.md, "Install with pip")
+  python3 python3-numpy python3-torch python3-pytest python3-venv
   # real data for the demo and the benchmarks
   dataset-fashion-mnist
 )

@@ -7,6 +7,11 @@ report must be about 1 without compression (which checks its definition: the byt
 uncompressed allreduce sends over the bytes really sent) and large with 3LC; 15 steps must
 already beat chance (10 classes) on the test set.
 
+The examples run with the python that runs this suite: Debian's /usr/bin/python3 (torch 1.13;
+the DDP twin under tools/torchrun, torch 1.13's torchrun mended) or build/venv-torch2's (torch
+2.13; the DDP twin under that torch's own torchrun), as ctest's example_tests and
+example_tests_torch2 run it.
+
 Run: PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q tests/examples
 """
 
@@ -15,14 +20,22 @@ from __future__ import annotations
 import math
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from support.paths import PYTHON, REPO, THREELCRUN, TORCHRUN, with_python_package
+from support.paths import REPO, THREELCRUN, TORCHRUN as MENDED_TORCHRUN, with_python_package
 from support.rank_jobs import JobOptions, run_job as run_ranks
 
 DATA = Path("/usr/share/datasets/fashion-mnist")
+PYTHON = sys.executable
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+# torch 2's torchrun runs as it is; torch 1.13's needs tools/torchrun under Python 3.11.
+TORCHRUN = Path(PYTHON).parent / "torchrun" if TORCH2 else MENDED_TORCHRUN
+# CPU float16 autocast with a GradScaler (--amp fp16): torch 2.3 and later.
+CPU_GRAD_SCALER = getattr(getattr(torch, "amp", None), "GradScaler", None) is not None
 
 
 def run_job(cmd: list, prefixed: bool = False) -> tuple[dict, str]:
@@ -81,6 +94,31 @@ def test_example_trains_the_wide_mlp_with_fp16():
     assert summary["compression"] == "fp16" and summary["sparsity"] is None, summary
     assert 1.9 < summary["compression_ratio"] < 2.05, summary
     assert summary["lr"] != 0.05, summary
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} missing (dataset-fashion-mnist)")
+@pytest.mark.parametrize("amp", ["fp16", "bf16"])
+def test_example_trains_in_mixed_precision(amp):
+    """--amp: the forward pass autocast to fp16 (with a GradScaler: scaler.step() on the
+    DistributedOptimizer) or bf16; the float32 gradients travel 3LC-compressed as without it."""
+    if amp == "fp16" and not CPU_GRAD_SCALER:
+        pytest.skip(f"torch {torch.__version__} has no GradScaler on the CPU (torch 2.3+)")
+    summary, stdout = run_example("--amp", amp)
+    assert f"mixed precision {amp}" in stdout, stdout
+    assert summary["amp"] == amp and summary["steps"] == 15, summary
+    assert summary["test_accuracy"] > 0.3, summary
+    assert summary["compression_ratio"] > 20, summary
+    # A step the scaler skips is skipped on every rank; most steps must still train.
+    assert 0 <= summary["amp_skipped_steps"] <= (5 if amp == "fp16" else 0), summary
+
+
+@pytest.mark.skipif(CPU_GRAD_SCALER, reason="this torch has a CPU GradScaler")
+@pytest.mark.parametrize("example", ["train_fashion_mnist.py", "train_fashion_mnist_ddp.py"])
+def test_example_refuses_fp16_amp_without_a_cpu_grad_scaler(example):
+    proc = subprocess.run([PYTHON, str(REPO / "examples" / example), "--amp"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "frameworks" / "python")})
+    assert proc.returncode == 2 and "--amp fp16 needs torch 2.3" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("example", ["train_fashion_mnist.py", "train_fashion_mnist_ddp.py"])
@@ -152,6 +190,19 @@ def test_ddp_example_runs_torchs_compression_hooks(hook, ratio):
     if hook == "powersgd":
         assert summary["powersgd_rank"] == 1 and summary["bucket_cap_mb"] == 1000, summary
         assert "PowerSGD hook, rank 1" in stdout, stdout
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} missing (dataset-fashion-mnist)")
+def test_ddp_example_trains_in_mixed_precision_through_the_hook():
+    """--amp through the threelc hook: fp16 with a GradScaler where this torch has one on the
+    CPU, else bf16."""
+    amp = "fp16" if CPU_GRAD_SCALER else "bf16"
+    summary, stdout = run_ddp_example("--hook", "threelc", "--amp", amp)
+    assert f"mixed precision {amp}" in stdout, stdout
+    assert summary["amp"] == amp and summary["hook"] == "threelc", summary
+    assert 0.3 < summary["test_accuracy"] <= 1.0, summary
+    assert summary["compression_ratio"] > 5, summary
+    assert 0 <= summary["amp_skipped_steps"] <= (5 if amp == "fp16" else 0), summary
 
 
 def test_ddp_example_refuses_a_powersgd_start_it_cannot_use():

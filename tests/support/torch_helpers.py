@@ -9,6 +9,7 @@ exactly, so every float sum is exact and any difference is a fault, not rounding
 
 from __future__ import annotations
 
+import struct
 from typing import Callable, List, Optional, Sequence
 
 import torch
@@ -212,3 +213,24 @@ def ulp(dtype: torch.dtype, magnitude: float) -> float:
     mantissa = {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23, torch.float64: 52}[dtype]
     m = max(abs(magnitude), 2.0 ** -14)
     return 2.0 ** (torch.tensor(m).log2().floor().item() - mantissa)
+
+
+# ------------------------------------------------------------------ error-feedback residuals
+
+def feedback_residuals(blob) -> dict:
+    """{name: float32 residual} of an error-feedback blob (a state_dict's uint8 tensor or
+    bytes; layout in docs/WIRE_FORMAT.md, "Error-feedback blob")."""
+    raw = blob.numpy().tobytes() if isinstance(blob, torch.Tensor) else bytes(blob)
+    magic, _version, _rank, _size, entries = struct.unpack_from("<4sIIIQ", raw, 0)
+    assert magic == b"3LCF", f"not an error-feedback blob (magic {magic!r})"
+    at, out = 24, {}
+    for _ in range(entries):
+        (length,) = struct.unpack_from("<I", raw, at)
+        name = raw[at + 4:at + 4 + length].decode()
+        (count,) = struct.unpack_from("<Q", raw, at + 4 + length)
+        start = at + 4 + length + 8
+        out[name] = torch.frombuffer(bytearray(raw[start:start + 4 * count]),
+                                     dtype=torch.float32)
+        at = start + 4 * count
+    assert at == len(raw), f"blob of {len(raw)} bytes, entries end at {at}"
+    return out

@@ -6,24 +6,44 @@ looks; ``THREELC_LIBRARY`` overrides). :mod:`threelc.codec` binds the codec to n
 the element types both share, and :mod:`threelc.numpy` is the Horovod-style functional API on
 numpy arrays (``import threelc.numpy as hvd``);
 :mod:`threelc.torch` is Horovod's PyTorch API (``import threelc.torch as hvd``), imported on
-demand since it needs torch.
+demand since it needs torch. :mod:`threelc.launcher` is ``threelcrun``.
 
 The engine's lifecycle, identity, ops and compression choices are also exported here:
 ``threelc.init()``, ``threelc.rank()``, ``threelc.Sum``, ``threelc.Compression.threelc``, ...
+
+``import threelc`` itself loads nothing: the library (and numpy) are loaded by the first
+module that needs them (``threelc.codec``, ``threelc.engine`` and what imports them) or by the
+first use of a name below, so that the launcher runs with the standard library alone. A
+library that cannot be found or loaded raises ImportError there, naming what was tried.
 """
 
-from ._library import lib as _lib
-from . import codec
-from . import engine
-from .engine import (Average, Compression, Handle, Max, Min, Product, Sum, ThreelcError,
-                     cross_rank, cross_size, init, is_initialized, local_rank, local_size, rank,
-                     shutdown, size, statistics)
+import importlib
 
-__version__ = _lib.threelc_version().decode()
+# The names exported here, and the module each comes from (imported on first use).
+_EXPORTS = {
+    "codec": None,
+    "engine": None,
+    **{name: "engine" for name in (
+        "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
+        "cross_rank", "cross_size", "statistics",
+        "ThreelcError", "Handle", "Sum", "Average", "Min", "Max", "Product", "Compression")},
+}
 
-__all__ = [
-    "codec", "engine", "__version__",
-    "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
-    "cross_rank", "cross_size", "statistics",
-    "ThreelcError", "Handle", "Sum", "Average", "Min", "Max", "Product", "Compression",
-]
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name):
+    if name == "__version__":
+        from ._library import lib
+        value = lib.threelc_version().decode()
+    elif name in _EXPORTS:
+        module = importlib.import_module(f".{_EXPORTS[name] or name}", __name__)
+        value = module if _EXPORTS[name] is None else getattr(module, name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

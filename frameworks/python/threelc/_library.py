@@ -4,9 +4,11 @@ Search order:
 
 1. ``THREELC_LIBRARY``: the path of the library to load. When set it is the only
    candidate; a path that does not exist or does not load is an error naming it.
-2. The repository's build tree, ``<repo>/build/lib/libthreelc.so``, found relative to
-   this file (``frameworks/python/threelc`` -> ``../../../build/lib``).
-3. ``libthreelc.so`` next to this file (an installed copy of the package).
+2. ``libthreelc.so`` in the package's own directories (``threelc.__path__``): where
+   ``pip install`` puts it (under ``pip install -e``, the copy in site-packages, whose
+   directory comes before the checkout's in ``__path__``).
+3. The repository's build tree, ``<repo>/build/lib/libthreelc.so``, when the package is a
+   checkout's ``frameworks/python/threelc`` (``tools/build.sh`` builds it there).
 
 Nothing else (no ``LD_LIBRARY_PATH`` search), so the library that is loaded is always
 the one the error message would name. ctypes keeps the package independent of the
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from pathlib import Path
 
 __all__ = ["lib", "path", "candidates", "BUILD_HINT"]
@@ -24,20 +27,37 @@ __all__ = ["lib", "path", "candidates", "BUILD_HINT"]
 LIBRARY_NAME = "libthreelc.so"
 ENV_VAR = "THREELC_LIBRARY"
 BUILD_HINT = (
-    "build it with `tools/build.sh` (or `cmake -S . -B build -G Ninja && cmake --build build`) "
-    f"in the repository root, as the README says, or set {ENV_VAR} to the path of "
-    f"{LIBRARY_NAME}"
+    "install the package with `pip install .` in the repository root, or build the library "
+    "with `tools/build.sh` (or `cmake -S . -B build -G Ninja && cmake --build build`), as the "
+    f"README says, or set {ENV_VAR} to the path of {LIBRARY_NAME}"
 )
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
+def _package_dirs() -> list[Path]:
+    """The package's directories: its __path__ (several under an editable install)."""
+    package = sys.modules.get(__package__)
+    dirs = [Path(p).resolve() for p in getattr(package, "__path__", None) or []]
+    return dirs or [_PACKAGE_DIR]
+
+
+def _checkout_build_dir() -> Path | None:
+    """<repo>/build/lib when this package is a checkout's frameworks/python/threelc."""
+    repo = _PACKAGE_DIR.parents[2]
+    if _PACKAGE_DIR == repo / "frameworks" / "python" / "threelc" and \
+            (repo / "CMakeLists.txt").is_file():
+        return repo / "build" / "lib"
+    return None
+
+
 def candidates() -> list[Path]:
     """Paths tried when THREELC_LIBRARY is not set, in order."""
-    return [
-        _PACKAGE_DIR.parents[2] / "build" / "lib" / LIBRARY_NAME,
-        _PACKAGE_DIR / LIBRARY_NAME,
-    ]
+    found = [d / LIBRARY_NAME for d in _package_dirs()]
+    build = _checkout_build_dir()
+    if build is not None:
+        found.append(build / LIBRARY_NAME)
+    return list(dict.fromkeys(found))
 
 
 def _load() -> tuple[ctypes.CDLL, Path]:
@@ -46,8 +66,9 @@ def _load() -> tuple[ctypes.CDLL, Path]:
         p = Path(override)
         if not p.is_file():
             raise ImportError(f"{ENV_VAR}={override!r}: no such file; point {ENV_VAR} at a "
-                              f"built {LIBRARY_NAME} or unset it to use the repository's "
-                              f"build/lib (build it with `tools/build.sh`)")
+                              f"built {LIBRARY_NAME} or unset it to load the package's own "
+                              f"copy (`pip install .`) or the checkout's build/lib "
+                              f"(`tools/build.sh`)")
         try:
             return ctypes.CDLL(str(p)), p
         except OSError as exc:

@@ -4,7 +4,7 @@ The library's layers (engine, transport, compression) declare theirs in C++ tabl
 ABI lists (``threelc_setting_count`` / ``threelc_setting_at``); the package's own variable,
 ``THREELC_LIBRARY``, is declared here, since it is read before the library is loaded.
 ``tools/dev/settings_doc.py`` writes README.md's and docs/CONFIGURATION.md's tables from these
-rows (and the launcher's, ``tools/launcher/settings.py``), and a test checks them.
+rows (and the launcher's, ``threelc/launcher/settings.py``), and a test checks them.
 
 ``value(name)`` is the text a variable has in this process: its value when set and non-empty,
 else the default its layer declares; Python code that needs a library setting's value before
@@ -35,11 +35,12 @@ class Setting(NamedTuple):
 
 PACKAGE_SETTINGS = (
     Setting("THREELC_LIBRARY", "python", "text", "", "a path to libthreelc.so",
-            "the `libthreelc.so` the Python package loads; unset: `build/lib/libthreelc.so` "
-            "of this checkout, then the copy next to the package",
-            "the `libthreelc.so` the Python package loads. Unset: `build/lib/libthreelc.so` of "
-            "the checkout the package lies in, then `libthreelc.so` next to the package; a set "
-            "path that does not exist or does not load is an error naming it"),
+            "the `libthreelc.so` the Python package loads; unset: the copy inside the installed "
+            "package (`pip install`), else `build/lib/libthreelc.so` of this checkout",
+            "the `libthreelc.so` the Python package loads. Unset: `libthreelc.so` in the "
+            "package's directory (where `pip install` puts it), else `build/lib/libthreelc.so` of "
+            "the checkout the package lies in; "
+            "a set path that does not exist or does not load is an error naming it"),
 )
 
 

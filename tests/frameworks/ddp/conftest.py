@@ -4,8 +4,10 @@ as DDP users run their jobs. From the repository root:
     PYTHONPATH=frameworks/python timeout 600 torchrun --standalone --nproc_per_node 2 \\
         -m pytest -q -p no:cacheprovider tests/frameworks/ddp
 
-(3 ranks as well; THREELC_LIBRARY=/path/to/libthreelc.so picks another library.) Run without
-torchrun it is a one-rank job of its own (a local gloo group).
+(3 ranks as well; THREELC_LIBRARY=/path/to/libthreelc.so picks another library.) That is
+torch 2's torchrun (build/venv-torch2/bin/torchrun, as ctest's ddp_tests_np2_torch2 runs it);
+with Debian's torch 1.13, tools/torchrun. Run without torchrun it is a one-rank job of its own
+(a local gloo group).
 
 The session initializes torch.distributed (gloo) and then the threelc engine, which takes its
 identity from torchrun's variables and its job secret from torch's store. Before each test

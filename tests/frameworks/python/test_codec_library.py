@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import threelc
+import threelc._library
 from support.paths import PYTHON_PACKAGE
 
 
@@ -26,7 +26,7 @@ def _python(code: str, **env_overrides):
 
 def test_threelc_library_missing_file(tmp_path):
     missing = tmp_path / "nowhere" / "libthreelc.so"
-    proc = _python("import threelc", THREELC_LIBRARY=str(missing))
+    proc = _python("import threelc.codec", THREELC_LIBRARY=str(missing))
     assert proc.returncode != 0
     assert "ImportError" in proc.stderr
     assert str(missing) in proc.stderr
@@ -36,7 +36,7 @@ def test_threelc_library_missing_file(tmp_path):
 def test_threelc_library_not_a_library(tmp_path):
     bogus = tmp_path / "libthreelc.so"
     bogus.write_text("not an ELF file")
-    proc = _python("import threelc", THREELC_LIBRARY=str(bogus))
+    proc = _python("import threelc.codec", THREELC_LIBRARY=str(bogus))
     assert proc.returncode != 0
     assert str(bogus) in proc.stderr and "could not be loaded" in proc.stderr
 

@@ -6,7 +6,9 @@ Horovod's own torch tests run under horovodrun. From the repository root:
     PYTHONPATH=frameworks/python timeout 600 tools/threelcrun -np 3 \\
         /usr/bin/python3 -m pytest -q -p no:cacheprovider -x tests/frameworks/torch
 
-(THREELC_LIBRARY=/path/to/libthreelc.so picks another library than build/lib/libthreelc.so.)
+(build/venv-torch2/bin/python instead of /usr/bin/python3 runs it on torch 2.13, as ctest's
+torch_tests_np2_torch2 does; THREELC_LIBRARY=/path/to/libthreelc.so picks another library than
+build/lib/libthreelc.so.)
 Run without the launcher it is a one-rank job: everything runs except the tests that need
 two ranks (cross-rank mismatches), which are skipped.
 

@@ -1,9 +1,15 @@
-"""Starting the engine under torchrun.
+"""Starting the engine inside a torch.distributed job: under torchrun, or in any process group
+that torch.distributed knows (PyTorch Lightning's launcher, torch.multiprocessing.spawn).
 
-The engine takes its identity from torchrun's variables itself (RANK, WORLD_SIZE, LOCAL_RANK,
-LOCAL_WORLD_SIZE; docs/CONFIGURATION.md). Two things torchrun does not give it travel through
-torch.distributed's store, the way NCCL's unique id does, so ``init_process_group`` must come
-first:
+Under torchrun the engine takes its identity from torchrun's variables itself (RANK,
+WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE; docs/CONFIGURATION.md). Where no launcher's rank
+variable is set but torch.distributed is initialized (Lightning's own launcher sets WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR and MASTER_PORT, not RANK), the identity comes from the process group:
+THREELC_RANK and THREELC_SIZE from ``get_rank()`` and ``get_world_size()``, THREELC_LOCAL_RANK
+and THREELC_LOCAL_SIZE from the host names the ranks publish in torch's store.
+
+Two things neither gives the engine travel through torch.distributed's store, the way NCCL's
+unique id does, so ``init_process_group`` must come first:
 
 - the job secret that authenticates every connection (threelcrun makes one per job): rank 0
   draws one, every rank reads it;
@@ -27,7 +33,12 @@ from .. import settings as _settings
 
 _SECRET_KEY = "threelc/job_secret"
 _COORDINATOR_KEY = "threelc/coordinator"
+_HOST_KEY = "threelc/host"
 _TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+# The rank variables of the launchers the engine reads itself (transport/src/settings.cc).
+_LAUNCHER_RANKS = ("THREELC_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK")
+
+_identity_from_group = False  # the THREELC_* identity variables were set here
 
 
 def under_torchrun() -> bool:
@@ -36,6 +47,23 @@ def under_torchrun() -> bool:
             "SLURM_PROCID" in os.environ:
         return False
     return all(v in os.environ for v in _TORCHRUN_VARIABLES)
+
+
+def _initialized_dist():
+    """torch.distributed when its default group is initialized, else None."""
+    import torch.distributed as dist  # noqa: PLC0415 (only inside torch.distributed jobs)
+
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+def in_process_group() -> bool:
+    """True when torch.distributed's default group, and no launcher's variables, say who this
+    process is."""
+    if _identity_from_group:
+        return True
+    if any(v in os.environ for v in _LAUNCHER_RANKS):
+        return False
+    return _initialized_dist() is not None
 
 
 def _start_timeout() -> float:
@@ -57,52 +85,95 @@ def _free_port() -> int:
 _starts = 0  # engine starts that published a coordinator: each start gets its own key
 
 
-def _publish(store, key: str, value_of_rank0) -> str:
-    """Rank 0 sets `key` to value_of_rank0(); every rank returns it (bounded wait)."""
-    if int(os.environ["RANK"]) == 0:
-        store.set(key, value_of_rank0())
+def _wait_for(store, keys, rank: int) -> None:
     try:
-        store.wait([key], datetime.timedelta(seconds=_start_timeout()))
+        store.wait(keys, datetime.timedelta(seconds=_start_timeout()))
     except RuntimeError as error:
         raise _engine.ThreelcError(
-            f"rank {os.environ['RANK']}: rank 0 did not publish {key} in torch.distributed's "
-            f"store within THREELC_START_TIMEOUT ({_start_timeout()} s): {error}",
-            _engine.EPEER) from error
+            f"rank {rank}: {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''} did not "
+            f"appear in torch.distributed's store within THREELC_START_TIMEOUT "
+            f"({_start_timeout()} s): {error}", _engine.EPEER) from error
+
+
+def _publish(store, key: str, rank: int, value_of_rank0) -> str:
+    """Rank 0 sets `key` to value_of_rank0(); every rank returns it (bounded wait)."""
+    if rank == 0:
+        store.set(key, value_of_rank0())
+    _wait_for(store, [key], rank)
     return store.get(key).decode()
 
 
-def share_rendezvous() -> None:
-    """Under torchrun (and nothing set them): THREELC_SECRET and, for this engine start,
-    THREELC_COORDINATOR from torch.distributed's store. A no-op otherwise."""
-    global _starts
-    if not under_torchrun() or int(os.environ["WORLD_SIZE"]) <= 1:
-        return
-    needs_secret = "THREELC_SECRET" not in os.environ
-    # Ours when an earlier start published it; a coordinator the user set stays.
-    needs_coordinator = _starts > 0 or "THREELC_COORDINATOR" not in os.environ
-    if not (needs_secret or needs_coordinator):
-        return
-    import torch.distributed as dist  # noqa: PLC0415 (only under torchrun)
+def _take_identity_from_group(dist, store) -> None:
+    """THREELC_RANK/SIZE from the process group; THREELC_LOCAL_RANK/SIZE from the host names
+    every rank publishes (THREELC_HOSTNAME when set, as the engine groups hosts)."""
+    global _identity_from_group
+    rank, size = dist.get_rank(), dist.get_world_size()
+    host = os.environ.get("THREELC_HOSTNAME") or socket.gethostname()
+    store.set(f"{_HOST_KEY}/{rank}", host)
+    keys = [f"{_HOST_KEY}/{r}" for r in range(size)]
+    _wait_for(store, keys, rank)
+    hosts = [store.get(key).decode() for key in keys]
+    os.environ.update(THREELC_RANK=str(rank), THREELC_SIZE=str(size),
+                      THREELC_LOCAL_RANK=str(hosts[:rank].count(host)),
+                      THREELC_LOCAL_SIZE=str(hosts.count(host)))
+    _identity_from_group = True
 
-    if not (dist.is_available() and dist.is_initialized()):
+
+def _store_of_initialized_group():
+    dist = _initialized_dist()
+    if dist is None:
         raise _engine.ThreelcError(
             "under torchrun threelc shares its job secret and rank 0's address through "
             "torch.distributed's store: call torch.distributed.init_process_group() before "
-            "threelc.torch.init() (or before creating DDPHookState), or set THREELC_SECRET and "
-            "THREELC_COORDINATOR to the same values on every rank", _engine.EINVAL)
-    store = dist.distributed_c10d._get_default_store()
+            "threelc.torch.init() (or before the DDP hook's first step), or set "
+            "THREELC_SECRET and THREELC_COORDINATOR to the same values on every rank",
+            _engine.EINVAL)
+    return dist, dist.distributed_c10d._get_default_store()
+
+
+def share_rendezvous() -> None:
+    """Inside a torch.distributed job (and nothing set them): the identity (without torchrun),
+    THREELC_SECRET and, for this engine start, THREELC_COORDINATOR from torch.distributed's
+    store. A no-op otherwise."""
+    global _starts
+    if under_torchrun():
+        if int(os.environ["WORLD_SIZE"]) <= 1:
+            return
+        rank = int(os.environ["RANK"])
+    elif in_process_group():
+        dist = _initialized_dist()
+        if dist is None or dist.get_world_size() <= 1:
+            return
+        rank = dist.get_rank()
+    else:
+        return
+    needs_identity = not under_torchrun() and not _identity_from_group
+    needs_secret = "THREELC_SECRET" not in os.environ
+    # Ours when an earlier start published it; a coordinator the user set stays.
+    needs_coordinator = _starts > 0 or "THREELC_COORDINATOR" not in os.environ
+    if not (needs_identity or needs_secret or needs_coordinator):
+        return
+    dist, store = _store_of_initialized_group()
+    if needs_identity:
+        _take_identity_from_group(dist, store)
     if needs_secret:
-        os.environ["THREELC_SECRET"] = _publish(store, _SECRET_KEY,
+        os.environ["THREELC_SECRET"] = _publish(store, _SECRET_KEY, rank,
                                                 lambda: secrets.token_hex(32))
     if needs_coordinator:
-        address = os.environ["MASTER_ADDR"]
+        address = os.environ.get("MASTER_ADDR")
+        if not address:
+            raise _engine.ThreelcError(
+                "threelc cannot tell where rank 0's engine is to listen: set MASTER_ADDR (the "
+                "host of rank 0) or THREELC_COORDINATOR (host:port, the same on every rank)",
+                _engine.EINVAL)
         os.environ["THREELC_COORDINATOR"] = _publish(
-            store, f"{_COORDINATOR_KEY}/{_starts}", lambda: f"{address}:{_free_port()}")
+            store, f"{_COORDINATOR_KEY}/{_starts}", rank, lambda: f"{address}:{_free_port()}")
         _starts += 1
 
 
 def init_engine() -> None:
-    """Joins the job (a no-op while the engine runs), sharing what it needs under torchrun."""
+    """Joins the job (a no-op while the engine runs), sharing what it needs inside a
+    torch.distributed job."""
     if _engine.is_initialized():
         return
     share_rendezvous()

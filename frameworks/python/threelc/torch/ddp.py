@@ -16,9 +16,10 @@ travels as ``ddp.<name>``: its name from `named_parameters` when given, else ``b
 the bucket index and position where the hook first saw it — the same on every rank, since DDP
 builds its first buckets identically everywhere. Use one state per DDP model.
 
-The state initializes the engine from the launcher's environment when it is created (torchrun's
-variables, with the job secret shared through torch.distributed's store: see
-:mod:`._torchrun`), so construct it on every rank after ``init_process_group``.
+The state initializes the engine from the launcher's environment (torchrun's variables, or
+torch.distributed's group, with the job secret shared through torch.distributed's store: see
+:mod:`._torchrun`): when it is created if ``init_process_group`` came first, else at the hook's
+first call (a Lightning strategy's state is made before the group exists).
 
 Checkpointing: ``state.state_dict()`` holds this rank's error-feedback residuals (3LC's memory
 of what it has not sent yet); ``load_state_dict`` puts them back, so a resumed job neither loses
@@ -67,6 +68,17 @@ class DDPHookState:
         if named_parameters is not None:
             for name, param in named_parameters:
                 self._names[param] = NAME_PREFIX + name
+        self._joined = False
+        if dist.is_available() and dist.is_initialized():
+            self.join()
+
+    def join(self) -> None:
+        """Starts the engine (a no-op while it runs) and checks that it spans the processes of
+        torch.distributed's group. Done when the state is created after
+        ``init_process_group``, else at the hook's first call or the first (load_)state_dict:
+        a state made before the group (a Lightning strategy's) joins the job then."""
+        if self._joined:
+            return
         _torchrun.init_engine()
         if dist.is_available() and dist.is_initialized():
             if dist.get_world_size() != _engine.size():
@@ -74,6 +86,7 @@ class DDPHookState:
                     f"torch.distributed has {dist.get_world_size()} ranks but the threelc "
                     f"engine {_engine.size()}: both must span the same processes (start the "
                     f"job with torchrun or threelcrun, once)")
+        self._joined = True
 
     def wire_for(self, nbytes: int):
         """How a gradient of `nbytes` bytes is sent: 3LC (where the engine compresses it), or
@@ -101,6 +114,7 @@ class DDPHookState:
     def state_dict(self) -> dict:
         """This rank's error-feedback residuals (one blob: the engine's format, which records
         the rank and job size it belongs to) and the settings."""
+        self.join()
         return {
             "error_feedback": _feedback.save(NAME_PREFIX),
             "sparsity": self.sparsity,
@@ -114,6 +128,7 @@ class DDPHookState:
         then. Call it between steps, not while a backward pass is running."""
         if "error_feedback" not in state:
             raise KeyError("not a DDPHookState.state_dict(): it has no 'error_feedback'")
+        self.join()
         _feedback.load(state["error_feedback"], NAME_PREFIX)
 
 
@@ -122,6 +137,7 @@ def ddp_comm_hook(state: DDPHookState,
                   bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """Averages `bucket` over every rank through the engine's compressed allreduce; register
     with ``model.register_comm_hook(state, threelc.torch.ddp_comm_hook)``."""
+    state.join()
     buffer = bucket.buffer()
     _tensors.check_tensor(buffer, "the DDP bucket", reducing=True)
     if _tensors.cuda_allreduce_ready(buffer):

@@ -18,6 +18,13 @@ THREELC_COMPRESSION=none), since sending gradients compressed is what threelc is
 ``sparse_as_dense=True``; ``state_dict()`` also holds this rank's error-feedback residuals
 (``load_state_dict`` restores them), so a job resumed from a checkpoint continues as if it had
 not stopped.
+
+Mixed precision: with a ``torch.amp.GradScaler``, ``scaler.scale(loss).backward()`` then
+``scaler.step(optimizer)`` works as with a local optimizer: the scaler's first read of
+``param_groups`` waits for the allreduces, so it unscales and checks the averaged gradients,
+which are the same on every rank (inf and NaN reach every rank: 3LC sends a block holding them
+raw), and every rank skips an overflowing step alike. Horovod's form (``synchronize()``,
+``scaler.unscale_()``, ``scaler.step()`` under ``skip_synchronize()``) works too.
 """
 
 from __future__ import annotations
@@ -62,8 +69,27 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles: Dict[torch.Tensor, Tuple[Optional[async_ops.Handle], object]] = {}
         self._hooks: list = []
         self._synchronized = False
+        self._synchronized_for_groups = False  # by a read of param_groups (GradScaler)
         self._should_synchronize = True
         self._register_hooks()
+
+    # -- GradScaler ---------------------------------------------------------------------------
+
+    @property
+    def param_groups(self):
+        """The wrapped optimizer's groups. Read while gradients' allreduces are in flight, as
+        ``GradScaler.step()`` and ``unscale_()`` read them right after backward, it first
+        waits for them: what the reader then sees, and checks for inf and NaN, is the averaged
+        gradient, the same on every rank (and ``step()`` does not allreduce again)."""
+        handles = self.__dict__.get("_handles")
+        if handles and any(handle is not None for handle, _ in handles.values()):
+            self.synchronize()
+            self._synchronized_for_groups = True
+        return self.__dict__["param_groups"]
+
+    @param_groups.setter
+    def param_groups(self, groups) -> None:
+        self.__dict__["param_groups"] = groups
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -85,6 +111,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     "call to step(). Increase backward_passes_per_step to accumulate gradients "
                     "locally.")
             handle, ctx = None, None
+            self._synchronized_for_groups = False  # a new backward pass
             self._delay[p] -= 1
             if self._delay[p] == 0:
                 handle, ctx = self._allreduce_grad_async(p)
@@ -143,7 +170,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._should_synchronize = True
 
     def step(self, closure=None):
-        if self._should_synchronize:
+        if self._should_synchronize and not self._synchronized_for_groups:
             if self._synchronized:
                 warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
                               "context after optimizer.synchronize(). This can cause training "
@@ -152,6 +179,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "optimizer.synchronize() in your code.")
             self.synchronize()
         self._synchronized = False
+        self._synchronized_for_groups = False
         return super(self.__class__, self).step(closure)
 
     def state_dict(self):

@@ -4,9 +4,9 @@ import argparse
 import os
 import sys
 
-from launcher import PROG
-from launcher.hosts import UsageError, assign_ranks, merge_hosts, parse_host_list, parse_hostfile
-from launcher.settings import SETTINGS
+from . import PROG
+from .hosts import UsageError, assign_ranks, merge_hosts, parse_host_list, parse_hostfile
+from .settings import SETTINGS
 
 DESCRIPTION = """\
 Start N ranks of a threelc job: local processes on this machine, ssh for other hosts.
@@ -39,7 +39,9 @@ environment of every rank:
                        on 127.0.0.1 when threelcrun starts
   THREELC_SECRET       64 hex digits (secrets.token_hex(32)), fresh for every job; it never
                        appears on a command line (ssh ranks read it from ssh's stdin)
-  PYTHONPATH           <repo>/frameworks/python prepended, so `import threelc` works
+  PYTHONPATH           run from a checkout (tools/threelcrun): <repo>/frameworks/python
+                       prepended, so `import threelc` works; left alone by an installed
+                       threelcrun (pip), whose ranks' python finds the package itself
   OMP_NUM_THREADS      1 for ranks that share a host, unless threelcrun's environment sets it
                        (as torchrun does: each rank's OpenMP pools would otherwise take every
                        core; DDP over gloo with 4 ranks on 2 cores ran 1.7x slower)
@@ -49,7 +51,8 @@ environment of every rank:
   -x VAR=value sets VAR; -x VAR forwards threelcrun's own value of VAR.
   Local ranks inherit threelcrun's whole environment. ssh ranks get the variables above,
   the -x variables and every THREELC_* variable of threelcrun's environment (e.g.
-  THREELC_LIBRARY); the repository must be at the same path on every host.
+  THREELC_LIBRARY); the repository must be at the same path on every host (installed:
+  the environment, and its python named by path).
 
 ssh:
   ssh -T -o BatchMode=yes [--ssh-option ...] -o StrictHostKeyChecking=accept-new

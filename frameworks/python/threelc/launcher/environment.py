@@ -5,7 +5,20 @@ import os
 import secrets
 import socket
 
-from launcher.hosts import coordinator_host
+from .hosts import coordinator_host
+
+
+def checkout_python_dir():
+    """frameworks/python of the repository this launcher lies in (tools/threelcrun, or an
+    editable install), which the ranks' PYTHONPATH starts with so that `import threelc` finds
+    the checkout's package; None for an installed threelc (pip), which the ranks' Python finds
+    by itself."""
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    repo = os.path.dirname(os.path.dirname(package_parent))
+    if (package_parent == os.path.join(repo, "frameworks", "python")
+            and os.path.isfile(os.path.join(repo, "tools", "threelcrun"))):
+        return package_parent
+    return None
 
 
 def free_port():

@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 
-from launcher import PROG
+from . import PROG
 
 
 class Output:

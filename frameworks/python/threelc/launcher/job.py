@@ -8,13 +8,14 @@ import sys
 import threading
 import time
 
-from launcher.environment import job_env, rank_env
-from launcher.ranks import Output, Rank, describe_status
-from launcher.remote import remote_command, ssh_argv
-from launcher.watchdog import WATCHDOG, death_signal_preexec
+from .environment import checkout_python_dir, job_env, rank_env
+from .ranks import Output, Rank, describe_status
+from .remote import remote_command, ssh_argv
+from .watchdog import WATCHDOG, death_signal_preexec
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-PYTHON_PACKAGE_DIR = os.path.join(REPO_ROOT, "frameworks", "python")
+# The ranks' PYTHONPATH starts with it when this launcher runs from a checkout; None when
+# threelc is installed.
+PYTHON_PACKAGE_DIR = checkout_python_dir()
 
 
 class Launcher:
@@ -71,8 +72,9 @@ class Launcher:
             if placement["local"]:
                 full = dict(os.environ)
                 full.update(env)
-                old = full.get("PYTHONPATH")
-                full["PYTHONPATH"] = PYTHON_PACKAGE_DIR + (os.pathsep + old if old else "")
+                if PYTHON_PACKAGE_DIR:
+                    old = full.get("PYTHONPATH")
+                    full["PYTHONPATH"] = PYTHON_PACKAGE_DIR + (os.pathsep + old if old else "")
                 popen = subprocess.Popen(
                     args.command, env=full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec)

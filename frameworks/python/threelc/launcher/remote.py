@@ -24,14 +24,17 @@ SUPERVISOR = (
 )
 
 
-def remote_command(env, command, cwd, grace, pythonpath_dir):
-    """The command line ssh runs on the remote host; env must not hold the secret."""
+def remote_command(env, command, cwd, grace, pythonpath_dir=None):
+    """The command line ssh runs on the remote host; env must not hold the secret.
+    pythonpath_dir, when given, is prepended to the remote PYTHONPATH."""
     assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
-    pythonpath = (f'PYTHONPATH={shlex.quote(pythonpath_dir)}'
-                  '"${PYTHONPATH:+:$PYTHONPATH}"')
+    pythonpath = ""
+    if pythonpath_dir:
+        pythonpath = (f'export PYTHONPATH={shlex.quote(pythonpath_dir)}'
+                      '"${PYTHONPATH:+:$PYTHONPATH}" && ')
     grace_text = str(int(grace)) if float(grace).is_integer() else str(grace)
     return (f"cd {shlex.quote(cwd)} && read -r THREELC_SECRET && export THREELC_SECRET && "
-            f"export {pythonpath} && exec env {assignments} sh -c {shlex.quote(SUPERVISOR)} "
+            f"{pythonpath}exec env {assignments} sh -c {shlex.quote(SUPERVISOR)} "
             f"threelc-rank {shlex.quote(grace_text)} "
             + " ".join(shlex.quote(a) for a in command))
 

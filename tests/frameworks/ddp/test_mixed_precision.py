@@ -1,0 +1,189 @@
+"""Mixed precision through the DDP hook: 16-bit buckets (float16 and bfloat16 parameters),
+torch.autocast with a GradScaler (fp16: torch 2.3+ on the CPU) and bf16 autocast.
+
+What a loss scaler relies on: a gradient that overflowed on one rank is non-finite on every
+rank after the hook (3LC sends a block holding inf or NaN raw and leaves its error feedback
+untouched), so every rank's scaler skips that step alike, the ranks stay bitwise identical, and
+the residuals stay finite for the steps that follow.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import threelc.torch as hvd
+from support.torch_helpers import (X, drift_bound_sum, dtype_id, feedback_residuals,
+                                   first_bound_sum, ulp)
+
+CPU_GRAD_SCALER = getattr(getattr(torch, "amp", None), "GradScaler", None) is not None
+COUNT = 4096  # gradient elements: 8 KiB in 16 bits, so 3LC compresses them
+
+
+def gather(t: torch.Tensor) -> list:
+    out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, t.contiguous())
+    return out
+
+
+def differing_ranks(t: torch.Tensor) -> list:
+    """(collective) The ranks whose `t` differs from rank 0's, bit for bit."""
+    bits = t.detach().reshape(-1).to(torch.float32).view(torch.int32)  # 16 bits: exact
+    rows = gather(bits)
+    return [r for r, row in enumerate(rows) if not torch.equal(row, rows[0])]
+
+
+class Weights(nn.Module):
+    """One weight of `dtype` whose gradient is the input: loss = sum(w * x)."""
+
+    def __init__(self, dtype: torch.dtype):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(COUNT, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.w.float() * x).sum()
+
+
+def hooked(net: nn.Module, tag: str):
+    model = DDP(net)
+    state = hvd.DDPHookState(named_parameters=[(f"{tag}/{n}", p)
+                                               for n, p in net.named_parameters()])
+    model.register_comm_hook(state, hvd.ddp_comm_hook)
+    return model, state
+
+
+def ints(step: int, r: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(7919 * step + r)
+    return torch.randint(-int(X), int(X) + 1, (COUNT,), generator=g).to(torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_id)
+def test_a_16_bit_bucket_is_compressed_and_a_non_finite_value_reaches_every_rank(dtype):
+    """A bucket of `dtype`: step 0 within 3LC's bound of the exact average (plus one rounding
+    to `dtype`); step 1 with inf on the last rank: it reaches every rank, the rest stays
+    finite; step 2 within the bound error feedback keeps; the residuals finite."""
+    if dtype == torch.bfloat16 and int(torch.__version__.split(".")[0]) < 2:
+        pytest.skip("torch 1.13's gloo cannot broadcast bfloat16 (DDP's first broadcast of the "
+                    "parameters fails with 'Invalid scalar type')")
+    n, rank = dist.get_world_size(), dist.get_rank()
+    model, state = hooked(Weights(dtype), f"bucket16_{dtype_id(dtype)}")
+    data = [[ints(step, r) for r in range(n)] for step in range(3)]
+    data[1][n - 1][5] = float("inf")
+    grads, differing = [], []
+    for step in range(3):
+        model.zero_grad()
+        model(data[step][rank]).backward()
+        grads.append(model.module.w.grad.clone())
+        differing += [(step, r) for r in differing_ranks(model.module.w.grad)]
+    residual = feedback_residuals(state.state_dict()["error_feedback"])
+    assert not differing, f"gradients differ across ranks (step, rank): {differing}"
+    assert all(g.dtype == dtype for g in grads)
+    exact = [torch.stack(d).to(torch.float64).mean(0) for d in data]
+    rounding = ulp(dtype, 2 * X)
+    first = first_bound_sum(n, 1.0, X) / n * (1 + 1e-5) + rounding
+    error0 = (grads[0].to(torch.float64) - exact[0]).abs().max().item()
+    assert error0 <= first, f"step 0: error {error0} > bound {first}"
+    if n > 1:
+        assert error0 > 0, "step 0 is the exact average: nothing was compressed"
+    assert grads[1][5].item() == float("inf")
+    assert int((~torch.isfinite(grads[1].float())).sum()) == 1
+    drift = 2 * drift_bound_sum(n, 1.0, X) / n * (1 + 1e-5) + rounding
+    error2 = (grads[2].to(torch.float64) - exact[2]).abs().max().item()
+    assert error2 <= drift, f"step 2: error {error2} > bound {drift}"
+    if n > 1:  # one rank quantizes nothing: no residuals
+        (values,) = residual.values()
+        assert values.numel() == COUNT and torch.isfinite(values).all()
+
+
+def make_net(seed: int) -> nn.Module:
+    """A 128x128 weight (64 KiB: compressed) between small layers (raw)."""
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(32, 128), nn.Tanh(), nn.Linear(128, 128), nn.Tanh(),
+                         nn.Linear(128, 4))
+
+
+def batch(step: int, rank: int):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    return torch.randn(16, 32, generator=g), torch.randint(0, 4, (16,), generator=g)
+
+
+def flat(module: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in module.parameters()])
+
+
+def test_a_grad_scaler_skips_an_overflowing_step_on_every_rank():
+    """float16 autocast and a GradScaler; at step 2 the last rank's 128x128 gradient holds an
+    inf. Every rank skips that step (parameters unchanged, scale halved), the others step; the
+    parameters stay bitwise identical across ranks and the residuals finite."""
+    if not CPU_GRAD_SCALER:
+        pytest.skip(f"torch {torch.__version__} has no GradScaler on the CPU (torch 2.3+)")
+    rank, n = dist.get_rank(), dist.get_world_size()
+    model, state = hooked(make_net(11), "scaler")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8, growth_interval=1000)
+    big = model.module[2].weight
+    overflow_step = 2
+    current = {"step": -1}
+
+    def poison(grad):
+        if rank != n - 1 or current["step"] != overflow_step:
+            return grad
+        grad = grad.clone()
+        grad[3, 4] = float("inf")
+        return grad
+
+    hook = big.register_hook(poison)
+    outcomes, differing = [], []
+    for step in range(5):
+        current["step"] = step
+        optimizer.zero_grad()
+        x, y = batch(step, rank)
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = F.cross_entropy(model(x), y)
+        before, scale = flat(model).clone(), scaler.get_scale()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        outcomes.append((torch.equal(flat(model), before), scaler.get_scale() / scale,
+                         bool(torch.isfinite(big.grad).all())))
+        differing += [(step, r) for r in differing_ranks(flat(model))]
+    hook.remove()
+    residuals = feedback_residuals(state.state_dict()["error_feedback"])
+
+    assert not differing, f"parameters differ across ranks (step, rank): {differing}"
+    for step, (unchanged, scale_factor, finite) in enumerate(outcomes):
+        expected = (True, 0.5, False) if step == overflow_step else (False, 1.0, True)
+        assert (unchanged, scale_factor, finite) == expected, \
+            f"step {step}: parameters unchanged {unchanged}, scale x{scale_factor}, finite " \
+            f"gradient {finite}; expected {expected}"
+    assert torch.isfinite(flat(model)).all()
+    if n > 1:  # one rank quantizes nothing: no residuals
+        big_residual = residuals["ddp.scaler/2.weight"]
+        assert torch.isfinite(big_residual).all()
+        assert big_residual.abs().max() > 0, "no residual: the weight was not compressed"
+
+
+def test_bf16_autocast_through_the_hook_trains_identically_on_every_rank():
+    """bfloat16 autocast (float32 parameters and buckets): the loss falls, the parameters stay
+    bitwise identical across ranks, the residuals finite."""
+    rank = dist.get_rank()
+    model, state = hooked(make_net(12), "bf16_autocast")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses, differing = [], []
+    for step in range(6):
+        optimizer.zero_grad()
+        x, y = batch(step % 2, rank)  # two batches, seen three times: the loss must fall
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        differing += [(step, r) for r in differing_ranks(flat(model))]
+    residuals = feedback_residuals(state.state_dict()["error_feedback"])
+    assert not differing, f"parameters differ across ranks (step, rank): {differing}"
+    assert losses[4] + losses[5] < losses[0] + losses[1], losses
+    assert all(torch.isfinite(r).all() for r in residuals.values())
