@@ -75,8 +75,9 @@ from torch.nn.parallel import DistributedDataParallel
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fashion_mnist import make_model  # noqa: E402
 from mixed_precision import MixedPrecision  # noqa: E402
-from training import (add_training_arguments, evaluate_locally, load_shard,  # noqa: E402
-                      lr_schedule, parse_training_arguments, torch_threads, train_epoch)
+from training import (add_training_arguments, evaluate_locally,  # noqa: E402
+                      exit_without_teardown, load_shard, lr_schedule, parse_training_arguments,
+                      torch_threads, train_epoch)
 
 
 HOOKS = ("threelc", "none", "fp16", "bf16", "powersgd")
@@ -280,12 +281,7 @@ def main(argv=None) -> int:
     }
     log(json.dumps(summary), flush=True)
     dist.barrier()
-    # End here, not in the interpreter's teardown: there torch 1.13 can deadlock (a rank hung
-    # in about one run in ten): freeing DDP's reducer joins gloo's worker thread while holding
-    # the GIL, and that thread may be freeing a tensor, which needs the GIL.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_without_teardown()
 
 
 if __name__ == "__main__":

@@ -43,8 +43,9 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fashion_mnist import BEST_LR, DATA_DIR, MODELS, load_split, make_model  # noqa: E402
-from training import evaluate_locally, lr_schedule  # noqa: E402
+from fashion_mnist import DATA_DIR, MODELS, load_split, make_model  # noqa: E402
+from training import (check_training_arguments, evaluate_locally,  # noqa: E402
+                      exit_without_teardown, lr_schedule, torch_threads)
 
 
 def parse_args(argv):
@@ -71,14 +72,9 @@ def parse_args(argv):
                     help="torch threads per process (default: cores / devices)")
     ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
     args = ap.parse_args(argv)
-    if args.devices < 1 or args.epochs < 1:
-        ap.error("--devices and --epochs must be at least 1")
-    if not 1.0 <= args.sparsity < 2.0:
-        ap.error(f"--sparsity {args.sparsity} is outside [1, 2)")
-    if args.lr is None:
-        args.lr = BEST_LR[args.model]
-    elif not args.lr > 0:
-        ap.error(f"--lr {args.lr} must be positive")
+    if args.devices < 1:
+        ap.error("--devices must be at least 1")
+    check_training_arguments(ap, args)
     return args
 
 
@@ -137,7 +133,7 @@ def engine_bytes(hook: str):
 def main(argv=None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()
-    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // args.devices))
+    torch_threads(args, args.devices)
     pl.seed_everything(args.seed, verbose=False)
     train_x, train_y = load_split(args.data_dir, "train")
     test_x, test_y = load_split(args.data_dir, "t10k")
@@ -186,11 +182,7 @@ def main(argv=None) -> int:
     if rank == 0:
         print(json.dumps(summary), flush=True)
     dist.barrier()
-    # End here, not in the interpreter's teardown (as train_fashion_mnist_ddp.py: freeing DDP's
-    # reducer there can deadlock with gloo's threads).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_without_teardown()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -53,8 +54,9 @@ def add_training_arguments(ap: argparse.ArgumentParser) -> None:
                          "default float32")
 
 
-def parse_training_arguments(ap: argparse.ArgumentParser, argv) -> argparse.Namespace:
-    args = ap.parse_args(argv)
+def check_training_arguments(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuses (ap.error) --epochs, --sparsity and --lr out of range; --lr defaults to the
+    model's best uncompressed rate."""
     if args.epochs < 1:
         ap.error("--epochs must be at least 1")
     if not 1.0 <= args.sparsity < 2.0:
@@ -63,6 +65,11 @@ def parse_training_arguments(ap: argparse.ArgumentParser, argv) -> argparse.Name
         args.lr = BEST_LR[args.model]
     elif not args.lr > 0:
         ap.error(f"--lr {args.lr} must be positive")
+
+
+def parse_training_arguments(ap: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    args = ap.parse_args(argv)
+    check_training_arguments(ap, args)
     why_not = unsupported(args.amp)
     if why_not:
         ap.error(why_not)
@@ -142,3 +149,13 @@ def evaluate_locally(model, x, y, batch: int = 1000) -> torch.Tensor:
             correct += (out.argmax(1) == y[i: i + batch]).sum().item()
     model.train()
     return torch.tensor([correct, float(len(x)), loss], dtype=torch.float64)
+
+
+def exit_without_teardown() -> None:
+    """Ends a torch.distributed rank here, its output flushed, skipping the interpreter's
+    teardown: there torch 1.13 can deadlock (a rank hung in about one run in ten): freeing
+    DDP's reducer joins gloo's worker thread while holding the GIL, and that thread may be
+    freeing a tensor, which needs the GIL. Call it after a barrier."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

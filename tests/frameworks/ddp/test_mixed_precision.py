@@ -13,14 +13,15 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import threelc.torch as hvd
+from support.mixed_precision import (assert_only_the_overflow_step_was_skipped, bits, flat,
+                                     require_cpu_grad_scaler, small_net,
+                                     train_under_a_grad_scaler, train_under_bf16_autocast)
 from support.torch_helpers import (X, drift_bound_sum, dtype_id, feedback_residuals,
                                    first_bound_sum, ulp)
 
-CPU_GRAD_SCALER = getattr(getattr(torch, "amp", None), "GradScaler", None) is not None
 COUNT = 4096  # gradient elements: 8 KiB in 16 bits, so 3LC compresses them
 
 
@@ -32,8 +33,7 @@ def gather(t: torch.Tensor) -> list:
 
 def differing_ranks(t: torch.Tensor) -> list:
     """(collective) The ranks whose `t` differs from rank 0's, bit for bit."""
-    bits = t.detach().reshape(-1).to(torch.float32).view(torch.int32)  # 16 bits: exact
-    rows = gather(bits)
+    rows = gather(bits(t))
     return [r for r, row in enumerate(rows) if not torch.equal(row, rows[0])]
 
 
@@ -99,91 +99,34 @@ def test_a_16_bit_bucket_is_compressed_and_a_non_finite_value_reaches_every_rank
         assert values.numel() == COUNT and torch.isfinite(values).all()
 
 
-def make_net(seed: int) -> nn.Module:
-    """A 128x128 weight (64 KiB: compressed) between small layers (raw)."""
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(32, 128), nn.Tanh(), nn.Linear(128, 128), nn.Tanh(),
-                         nn.Linear(128, 4))
-
-
-def batch(step: int, rank: int):
-    g = torch.Generator().manual_seed(1000 * step + rank)
-    return torch.randn(16, 32, generator=g), torch.randint(0, 4, (16,), generator=g)
-
-
-def flat(module: nn.Module) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1) for p in module.parameters()])
+def comparer(t: torch.Tensor, _what: str) -> list:
+    return differing_ranks(t)
 
 
 def test_a_grad_scaler_skips_an_overflowing_step_on_every_rank():
-    """float16 autocast and a GradScaler; at step 2 the last rank's 128x128 gradient holds an
-    inf. Every rank skips that step (parameters unchanged, scale halved), the others step; the
-    parameters stay bitwise identical across ranks and the residuals finite."""
-    if not CPU_GRAD_SCALER:
-        pytest.skip(f"torch {torch.__version__} has no GradScaler on the CPU (torch 2.3+)")
-    rank, n = dist.get_rank(), dist.get_world_size()
-    model, state = hooked(make_net(11), "scaler")
+    """float16 autocast and a GradScaler; at one step the last rank's 128x128 gradient holds
+    an inf. Every rank skips that step (parameters unchanged, scale halved), the others step;
+    the parameters stay bitwise identical across ranks and the residuals finite."""
+    require_cpu_grad_scaler()
+    model, state = hooked(small_net(11), "scaler")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8, growth_interval=1000)
-    big = model.module[2].weight
-    overflow_step = 2
-    current = {"step": -1}
-
-    def poison(grad):
-        if rank != n - 1 or current["step"] != overflow_step:
-            return grad
-        grad = grad.clone()
-        grad[3, 4] = float("inf")
-        return grad
-
-    hook = big.register_hook(poison)
-    outcomes, differing = [], []
-    for step in range(5):
-        current["step"] = step
-        optimizer.zero_grad()
-        x, y = batch(step, rank)
-        with torch.autocast("cpu", dtype=torch.float16):
-            loss = F.cross_entropy(model(x), y)
-        before, scale = flat(model).clone(), scaler.get_scale()
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        outcomes.append((torch.equal(flat(model), before), scaler.get_scale() / scale,
-                         bool(torch.isfinite(big.grad).all())))
-        differing += [(step, r) for r in differing_ranks(flat(model))]
-    hook.remove()
-    residuals = feedback_residuals(state.state_dict()["error_feedback"])
-
-    assert not differing, f"parameters differ across ranks (step, rank): {differing}"
-    for step, (unchanged, scale_factor, finite) in enumerate(outcomes):
-        expected = (True, 0.5, False) if step == overflow_step else (False, 1.0, True)
-        assert (unchanged, scale_factor, finite) == expected, \
-            f"step {step}: parameters unchanged {unchanged}, scale x{scale_factor}, finite " \
-            f"gradient {finite}; expected {expected}"
+    outcomes, differ = train_under_a_grad_scaler(
+        model, optimizer, lambda scaler: scaler.step(optimizer), seed=11,
+        rank=dist.get_rank(), size=dist.get_world_size(), differing=comparer)
+    assert_only_the_overflow_step_was_skipped(outcomes, differ)
     assert torch.isfinite(flat(model)).all()
-    if n > 1:  # one rank quantizes nothing: no residuals
-        big_residual = residuals["ddp.scaler/2.weight"]
-        assert torch.isfinite(big_residual).all()
-        assert big_residual.abs().max() > 0, "no residual: the weight was not compressed"
+    if dist.get_world_size() > 1:  # one rank quantizes nothing: no residuals
+        big = feedback_residuals(state.state_dict()["error_feedback"])["ddp.scaler/2.weight"]
+        assert torch.isfinite(big).all()
+        assert big.abs().max() > 0, "no residual: the weight was not compressed"
 
 
 def test_bf16_autocast_through_the_hook_trains_identically_on_every_rank():
     """bfloat16 autocast (float32 parameters and buckets): the loss falls, the parameters stay
     bitwise identical across ranks, the residuals finite."""
-    rank = dist.get_rank()
-    model, state = hooked(make_net(12), "bf16_autocast")
+    model, state = hooked(small_net(12), "bf16_autocast")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    losses, differing = [], []
-    for step in range(6):
-        optimizer.zero_grad()
-        x, y = batch(step % 2, rank)  # two batches, seen three times: the loss must fall
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        differing += [(step, r) for r in differing_ranks(flat(model))]
+    train_under_bf16_autocast(model, optimizer, seed=12, rank=dist.get_rank(),
+                              differing=comparer)
     residuals = feedback_residuals(state.state_dict()["error_feedback"])
-    assert not differing, f"parameters differ across ranks (step, rank): {differing}"
-    assert losses[4] + losses[5] < losses[0] + losses[1], losses
     assert all(torch.isfinite(r).all() for r in residuals.values())
