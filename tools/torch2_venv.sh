@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates the virtual environment the torch 2 suites (and examples) run in, and prints its
-# python: build/venv-torch2 (or the directory given), made with the python3.11 first on PATH,
-# holding torch 2.13.0 (its CPU build: this machine's pip takes it from local disk; a bare
+# python: build/venv-torch2 (or the directory given), made with THREELC_VENV_PYTHON (default:
+# the python3.11 first on PATH; the packaging tests make theirs with the same one), holding torch 2.13.0 (its CPU build: this machine's pip takes it from local disk; a bare
 # `pip install torch` would fetch a CUDA build of several GB), numpy, pytest and
 # pytorch_lightning 2.6.6. Idempotent: a venv that already holds exactly these requirements is
 # left alone and the network is not touched; one that holds others is made afresh.
@@ -17,10 +17,16 @@ if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$wanted" ]];
   echo "$venv/bin/python"
   exit 0
 fi
-python=$(command -v python3.11 || true)
+python=${THREELC_VENV_PYTHON:-$(command -v python3.11 || true)}
 if [[ -z "$python" ]]; then
-  echo "torch2_venv: python3.11 not found on PATH (torch 2.13's CPU wheel is built for" \
-       "CPython 3.11; on Debian 12: apt-get install python3.11-venv)" >&2
+  echo "torch2_venv: python3.11 not found on PATH and THREELC_VENV_PYTHON not set (torch" \
+       "2.13's CPU wheel here is built for CPython 3.11; on Debian 12: apt-get install" \
+       "python3.11-venv)" >&2
+  exit 1
+fi
+if [[ -e "$venv" && ! -f "$venv/pyvenv.cfg" && -n "$(ls -A "$venv" 2>/dev/null)" ]]; then
+  echo "torch2_venv: $venv exists and is not a virtual environment (no pyvenv.cfg): not" \
+       "replacing it; name another directory" >&2
   exit 1
 fi
 echo "torch2_venv: creating $venv (${requirements[*]})" >&2
