@@ -87,13 +87,16 @@ class Classifier(pl.LightningModule):
         self.net = make_model(args.model)
         self.args = args
         self.total_steps = total_steps
+        self.logits_dtype = None  # what the forward pass computed in (bf16 under --amp bf16)
 
     def forward(self, x):
         return self.net(x)
 
     def training_step(self, batch, _index):
         x, y = batch
-        loss = F.cross_entropy(self(x), y)
+        logits = self(x)
+        self.logits_dtype = str(logits.dtype).replace("torch.", "")
+        loss = F.cross_entropy(logits, y)
         if not torch.isfinite(loss):
             raise SystemExit(f"loss is {loss.item()} at step {self.global_step}: diverged")
         return loss
@@ -173,6 +176,8 @@ def main(argv=None) -> int:
         "ranks": size,
         "epochs": args.epochs,
         "amp": args.amp,
+        "precision": str(trainer.precision),  # Lightning's, as the Trainer took it
+        "logits_dtype": model.logits_dtype,
         "sparsity": args.sparsity if args.hook == "threelc" else None,
         "seed": args.seed,
         "lr": args.lr,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -41,13 +42,19 @@ def step(what: str, command: list, timeout: float, env: dict | None = None,
     """Runs one step; fails the test naming it, with the output's tail, when its exit status is
     not the expected one. Prints how long it took (pytest -s, or ctest -V)."""
     started = time.monotonic()
+    # A session of its own: on a timeout pip's build (cmake, ninja, compilers) is killed too.
+    child = subprocess.Popen([str(c) for c in command], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             env=env if env is not None else clean_env(),
+                             cwd=None if cwd is None else str(cwd))
     try:
-        proc = subprocess.run([str(c) for c in command], capture_output=True, text=True,
-                              timeout=timeout, env=env if env is not None else clean_env(),
-                              cwd=None if cwd is None else str(cwd))
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"{what}: still running after {timeout:g} s\n--- output ---\n"
-                    f"{tail(str(e.stdout or ''))}\n{tail(str(e.stderr or ''))}", pytrace=False)
+        stdout, stderr = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        stdout, stderr = child.communicate()
+        pytest.fail(f"{what}: still running after {timeout:g} s (killed)\n--- output ---\n"
+                    f"{tail(stdout or '')}\n{tail(stderr or '')}", pytrace=False)
+    proc = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
     print(f"packaging: {what}: {time.monotonic() - started:.1f} s (exit {proc.returncode})")
     if (proc.returncode == 0) != expect_ok:
         pytest.fail(f"{what}: exit {proc.returncode}\n$ {' '.join(map(str, command))}\n"

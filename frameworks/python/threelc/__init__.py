@@ -34,8 +34,7 @@ __all__ = ["__version__", *_EXPORTS]
 
 def __getattr__(name):
     if name == "__version__":
-        from ._library import lib
-        value = lib.threelc_version().decode()
+        value = _version()
     elif name in _EXPORTS:
         module = importlib.import_module(f".{_EXPORTS[name] or name}", __name__)
         value = module if _EXPORTS[name] is None else getattr(module, name)
@@ -43,6 +42,21 @@ def __getattr__(name):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
     return value
+
+
+def _version() -> str:
+    """The library's version; where it cannot be loaded, the installed package's (so that
+    ``getattr(threelc, "__version__", None)`` and ``hasattr`` never raise ImportError)."""
+    try:
+        from ._library import lib
+        return lib.threelc_version().decode()
+    except ImportError as error:
+        from importlib import metadata
+        try:
+            return metadata.version("threelc")
+        except metadata.PackageNotFoundError:
+            raise AttributeError(f"threelc.__version__: neither the library nor an installed "
+                                 f"package tells it ({error})") from error
 
 
 def __dir__():

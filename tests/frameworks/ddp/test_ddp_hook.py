@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import os
-import struct
 import time
 
 import pytest
@@ -20,7 +19,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import threelc.engine as engine
 import threelc.torch as hvd
-from support.torch_helpers import drift_bound_sum, first_bound_sum
+from support.ddp_helpers import gather
+from support.mixed_precision import bits
+from support.torch_helpers import drift_bound_sum, feedback_residuals, first_bound_sum
 
 MIN_COMPRESS_BYTES = 1024  # THREELC_MIN_COMPRESS_BYTES default
 BUCKET_CAP_MB = 0.15  # several buckets for the model below
@@ -76,34 +77,8 @@ def flat(module: nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in module.parameters()])
 
 
-def gather(t: torch.Tensor) -> list:
-    out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
-    dist.all_gather(out, t.contiguous())
-    return out
-
-
-def bits(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().view(torch.int32)
-
-
 def compressed(p: torch.Tensor) -> bool:
     return p.numel() * p.element_size() >= MIN_COMPRESS_BYTES
-
-
-def feedback_names(blob: torch.Tensor) -> dict:
-    """{name: element count} of an error-feedback blob (docs/WIRE_FORMAT.md)."""
-    raw = blob.numpy().tobytes()
-    magic, _version, _rank, _size, entries = struct.unpack_from("<4sIIIQ", raw, 0)
-    assert magic == b"3LCF"
-    at, out = 24, {}
-    for _ in range(entries):
-        (length,) = struct.unpack_from("<I", raw, at)
-        name = raw[at + 4:at + 4 + length].decode()
-        (count,) = struct.unpack_from("<Q", raw, at + 4 + length)
-        out[name] = count
-        at += 4 + length + 8 + 4 * count
-    assert at == len(raw)
-    return out
 
 
 def restart_engine(**variables) -> None:
@@ -186,7 +161,8 @@ def test_error_feedback_follows_parameters_when_ddp_rebuilds_its_buckets():
     assert names[0] == names[1] == names[2]
     expected = {state._names[p]: p.numel() for p in model.parameters() if compressed(p)}
     if dist.get_world_size() > 1:
-        assert feedback_names(state.state_dict()["error_feedback"]) == expected
+        residuals = feedback_residuals(state.state_dict()["error_feedback"])
+        assert {name: r.numel() for name, r in residuals.items()} == expected
 
 
 def test_a_non_finite_bucket_reaches_every_rank_and_the_next_step_is_clean():
@@ -350,6 +326,20 @@ def test_a_resumed_job_continues_bit_for_bit(tmp_path):
                 "the residuals made no difference: the test cannot tell a restore from none"
     finally:
         restart_engine(THREELC_FUSION_THRESHOLD=None)
+
+
+def test_a_state_saved_while_the_engine_is_down_holds_no_residuals_and_restores_nothing():
+    """state_dict() is collective-free (rank 0 alone may checkpoint): it never starts the
+    engine, and what it saved then (no residuals) loads as a no-op."""
+    _, state = hooked(make_net(10), tag="down")
+    hvd.shutdown()
+    try:
+        saved = state.state_dict()
+        started = engine.is_initialized()
+    finally:
+        hvd.init()
+    assert saved["error_feedback"] is None and not started
+    state.load_state_dict(saved)
 
 
 def test_another_ranks_or_a_damaged_checkpoint_is_refused_and_changes_nothing():

@@ -16,25 +16,14 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import threelc.torch as hvd
-from support.mixed_precision import (assert_only_the_overflow_step_was_skipped, bits, flat,
+from support.ddp_helpers import differing_ranks
+from support.mixed_precision import (assert_only_the_overflow_step_was_skipped, flat,
                                      require_cpu_grad_scaler, small_net,
                                      train_under_a_grad_scaler, train_under_bf16_autocast)
 from support.torch_helpers import (X, drift_bound_sum, dtype_id, feedback_residuals,
                                    first_bound_sum, ulp)
 
 COUNT = 4096  # gradient elements: 8 KiB in 16 bits, so 3LC compresses them
-
-
-def gather(t: torch.Tensor) -> list:
-    out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
-    dist.all_gather(out, t.contiguous())
-    return out
-
-
-def differing_ranks(t: torch.Tensor) -> list:
-    """(collective) The ranks whose `t` differs from rank 0's, bit for bit."""
-    rows = gather(bits(t))
-    return [r for r, row in enumerate(rows) if not torch.equal(row, rows[0])]
 
 
 class Weights(nn.Module):

@@ -45,6 +45,17 @@ def test_import_threelc_and_the_launcher_load_nothing(tmp_path):
     assert "ImportError" in proc.stderr and str(missing) in proc.stderr
 
 
+def test_a_version_probe_without_the_library_does_not_raise_import_error(tmp_path):
+    """getattr(threelc, "__version__", None) and hasattr, as tools probe packages: without a
+    library (and no installed distribution) they answer None and False."""
+    missing = tmp_path / "nowhere" / "libthreelc.so"
+    proc = _python("import threelc\n"
+                   "print(getattr(threelc, '__version__', None), hasattr(threelc, "
+                   "'__version__'))", PYTHON_PACKAGE, THREELC_LIBRARY=str(missing))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["None", "False"], proc.stdout
+
+
 def test_an_installed_copy_loads_its_own_library(tmp_path):
     package = _installed_copy(tmp_path / "site", with_library=True)
     proc = _python("import threelc, threelc._library as l\n"

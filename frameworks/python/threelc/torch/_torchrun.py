@@ -17,8 +17,10 @@ unique id does, so ``init_process_group`` must come first:
   publishes ``MASTER_ADDR:port``, afresh for every init. (The engine's own fallback,
   MASTER_PORT + 1, is often taken: ports next to a freshly bound one go to other sockets.)
 
-A job that sets THREELC_SECRET and THREELC_COORDINATOR itself (the same on every rank) needs
-no store.
+The same holds under mpirun or srun once torch.distributed is initialized (PyTorch Lightning
+on Slurm): the identity is then the launcher's, the secret and the coordinator the store's. A
+job that sets THREELC_SECRET and THREELC_COORDINATOR itself (the same on every rank) needs no
+store.
 """
 
 from __future__ import annotations
@@ -56,16 +58,6 @@ def _initialized_dist():
     return dist if dist.is_available() and dist.is_initialized() else None
 
 
-def in_process_group() -> bool:
-    """True when torch.distributed's default group, and no launcher's variables, say who this
-    process is."""
-    if _identity_from_group:
-        return True
-    if any(v in os.environ for v in _LAUNCHER_RANKS):
-        return False
-    return _initialized_dist() is not None
-
-
 def _start_timeout() -> float:
     text = _settings.value("THREELC_START_TIMEOUT")
     try:
@@ -85,14 +77,29 @@ def _free_port() -> int:
 _starts = 0  # engine starts that published a coordinator: each start gets its own key
 
 
+def _present(store, key: str) -> bool:
+    if hasattr(store, "check"):
+        return store.check([key])
+    try:  # torch 1.13's stores have no check()
+        store.wait([key], datetime.timedelta(milliseconds=1))
+        return True
+    except RuntimeError:
+        return False
+
+
 def _wait_for(store, keys, rank: int) -> None:
+    """Waits for `keys` (each set by the rank its last part names) up to
+    THREELC_START_TIMEOUT; the error names the keys still missing."""
     try:
         store.wait(keys, datetime.timedelta(seconds=_start_timeout()))
     except RuntimeError as error:
+        missing = [key for key in keys if not _present(store, key)]
+        shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8
+                                          else "")
         raise _engine.ThreelcError(
-            f"rank {rank}: {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''} did not "
-            f"appear in torch.distributed's store within THREELC_START_TIMEOUT "
-            f"({_start_timeout()} s): {error}", _engine.EPEER) from error
+            f"rank {rank}: {shown or ', '.join(keys)} did not appear in torch.distributed's "
+            f"store within THREELC_START_TIMEOUT ({_start_timeout()} s): the ranks that set "
+            f"them have not started threelc", _engine.EPEER) from error
 
 
 def _publish(store, key: str, rank: int, value_of_rank0) -> str:
@@ -132,22 +139,27 @@ def _store_of_initialized_group():
 
 
 def share_rendezvous() -> None:
-    """Inside a torch.distributed job (and nothing set them): the identity (without torchrun),
-    THREELC_SECRET and, for this engine start, THREELC_COORDINATOR from torch.distributed's
-    store. A no-op otherwise."""
+    """Inside a torch.distributed job (and nothing set them): the identity (when no launcher's
+    variables give it), THREELC_SECRET and, for this engine start, THREELC_COORDINATOR from
+    torch.distributed's store. A no-op otherwise."""
     global _starts
+    dist = _initialized_dist()
     if under_torchrun():
-        if int(os.environ["WORLD_SIZE"]) <= 1:
-            return
-        rank = int(os.environ["RANK"])
-    elif in_process_group():
-        dist = _initialized_dist()
-        if dist is None or dist.get_world_size() <= 1:
-            return
-        rank = dist.get_rank()
+        size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    elif dist is not None:
+        size, rank = dist.get_world_size(), dist.get_rank()
+    elif _identity_from_group:
+        raise _engine.ThreelcError(
+            "this process's threelc rank came from torch.distributed's process group, which "
+            "is no longer initialized: call torch.distributed.init_process_group() again "
+            "before threelc starts anew", _engine.EINVAL)
     else:
         return
-    needs_identity = not under_torchrun() and not _identity_from_group
+    if size <= 1:
+        return
+    launcher_identity = under_torchrun() or any(v in os.environ for v in _LAUNCHER_RANKS)
+    # Taken afresh for every start when it came from the group (which may have been made anew).
+    needs_identity = _identity_from_group or not launcher_identity
     needs_secret = "THREELC_SECRET" not in os.environ
     # Ours when an earlier start published it; a coordinator the user set stays.
     needs_coordinator = _starts > 0 or "THREELC_COORDINATOR" not in os.environ

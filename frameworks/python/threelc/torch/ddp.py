@@ -75,7 +75,7 @@ class DDPHookState:
     def join(self) -> None:
         """Starts the engine (a no-op while it runs) and checks that it spans the processes of
         torch.distributed's group. Done when the state is created after
-        ``init_process_group``, else at the hook's first call or the first (load_)state_dict:
+        ``init_process_group``, else at the hook's first call or the first load_state_dict:
         a state made before the group (a Lightning strategy's) joins the job then."""
         if self._joined:
             return
@@ -113,10 +113,10 @@ class DDPHookState:
 
     def state_dict(self) -> dict:
         """This rank's error-feedback residuals (one blob: the engine's format, which records
-        the rank and job size it belongs to) and the settings."""
-        self.join()
+        the rank and job size it belongs to; None before the engine has started, when there
+        are none) and the settings. Collective-free: rank 0 alone may call it."""
         return {
-            "error_feedback": _feedback.save(NAME_PREFIX),
+            "error_feedback": _feedback.save(NAME_PREFIX) if _engine.is_initialized() else None,
             "sparsity": self.sparsity,
             "min_compress_bytes": self.min_compress_bytes,
         }
@@ -128,6 +128,8 @@ class DDPHookState:
         then. Call it between steps, not while a backward pass is running."""
         if "error_feedback" not in state:
             raise KeyError("not a DDPHookState.state_dict(): it has no 'error_feedback'")
+        if state["error_feedback"] is None:  # saved before the first step: nothing to restore
+            return
         self.join()
         _feedback.load(state["error_feedback"], NAME_PREFIX)
 
