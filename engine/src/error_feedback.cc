@@ -24,6 +24,19 @@ std::span<float> ErrorFeedbackStore::get(const std::string& name, size_t count) 
   return it->second;
 }
 
+void ErrorFeedbackStore::drop(std::string_view prefix) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(buffers_, [&](const auto& entry) { return entry.first.starts_with(prefix); });
+}
+
+std::string feedback_prefix(int32_t process_set) {
+  return "process_set." + std::to_string(process_set) + "/";
+}
+
+std::string feedback_key(int32_t process_set, const std::string& name) {
+  return process_set == 0 ? name : feedback_prefix(process_set) + name;
+}
+
 size_t ErrorFeedbackStore::save(std::string_view prefix, uint32_t rank, uint32_t job_size,
                                 std::span<std::byte> out) {
   std::lock_guard lock(mutex_);

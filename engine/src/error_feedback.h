@@ -1,5 +1,7 @@
 // Error-feedback memory of one rank: one fp32 buffer per tensor name, kept across steps and
-// independent of how tensors are fused. It holds the push residuals where this rank does not
+// independent of how tensors are fused. A tensor of a process set other than 0 keeps its buffer
+// under its name prefixed by the set (feedback_key), so that the same name in two sets keeps
+// two residuals. It holds the push residuals where this rank does not
 // own a position and the pull residual where it does (see docs/DESIGN.md, "Error feedback on
 // both sides").
 #pragma once
@@ -47,6 +49,9 @@ class ErrorFeedbackStore {
   std::span<float> get(const std::string& name, size_t count);
 
   bool contains(const std::string& name) const { return buffers_.count(name) != 0; }
+  // Forgets every buffer whose name starts with `prefix` (a removed process set's), under the
+  // mutex like save and load.
+  void drop(std::string_view prefix);
   size_t size() const { return buffers_.size(); }
   void clear() { buffers_.clear(); }
 
@@ -68,5 +73,10 @@ class ErrorFeedbackStore {
   bool incomplete_ = false;  // a collective failed while writing the buffers
   std::unordered_map<std::string, std::vector<float>> buffers_;
 };
+
+// The name a tensor's residual is kept under: `name` in the global set (0), else
+// "process_set.<id>/<name>" (feedback_prefix(id) + name).
+std::string feedback_key(int32_t process_set, const std::string& name);
+std::string feedback_prefix(int32_t process_set);
 
 }  // namespace threelc::engine

@@ -151,8 +151,9 @@ TEST(CodecCApi, ErrorCodesAndMessages) {
   size_t bytes = 0;
   auto last = [] { return std::string(threelc_codec_last_error()); };
 
-  for (int dtype : std::initializer_list<int>{THREELC_UINT8, THREELC_INT8, THREELC_INT32,
-                                              THREELC_INT64, THREELC_FLOAT64, 42, -1}) {
+  for (int dtype :
+       std::initializer_list<int>{THREELC_UINT8, THREELC_INT8, THREELC_INT16, THREELC_INT32,
+                                  THREELC_INT64, THREELC_FLOAT64, 42, -1}) {
     EXPECT_EQ(
         threelc_codec_encode(x.data(), dtype, 2, nullptr, 1.0f, out.data(), out.size(), &bytes),
         THREELC_EINVAL);

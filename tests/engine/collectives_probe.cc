@@ -102,6 +102,9 @@ Bytes values(te::ElementType type, uint64_t salt, int rank, size_t count) {
       case te::ElementType::kInt8:
         put(out, i, static_cast<uint8_t>(h >> 7));
         break;
+      case te::ElementType::kInt16:
+        put(out, i, static_cast<uint16_t>(h >> 5));
+        break;
       case te::ElementType::kInt32:
         put(out, i, static_cast<uint32_t>(h >> 3));
         break;
@@ -125,10 +128,10 @@ Bytes values(te::ElementType type, uint64_t salt, int rank, size_t count) {
   return out;
 }
 
-constexpr te::ElementType kTypes[] = {te::ElementType::kUint8,   te::ElementType::kInt8,
-                                      te::ElementType::kInt32,   te::ElementType::kInt64,
-                                      te::ElementType::kFloat16, te::ElementType::kBFloat16,
-                                      te::ElementType::kFloat32, te::ElementType::kFloat64};
+constexpr te::ElementType kTypes[] = {
+    te::ElementType::kUint8,   te::ElementType::kInt8,    te::ElementType::kInt32,
+    te::ElementType::kInt64,   te::ElementType::kFloat16, te::ElementType::kBFloat16,
+    te::ElementType::kFloat32, te::ElementType::kFloat64, te::ElementType::kInt16};
 constexpr te::ReduceOp kOps[] = {te::ReduceOp::kSum, te::ReduceOp::kAverage, te::ReduceOp::kMin,
                                  te::ReduceOp::kMax, te::ReduceOp::kProduct};
 

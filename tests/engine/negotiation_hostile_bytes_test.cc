@@ -54,6 +54,8 @@ struct RawRequest {
   std::vector<int64_t> shape = {2, 3};
   uint8_t op = 0;
   uint32_t splits = 0;
+  uint32_t process_set = 0;
+  uint32_t members = 2;
 
   Bytes bytes() const {
     te::ByteWriter w;
@@ -76,6 +78,10 @@ struct RawRequest {
     w.u32(0);
     w.u32(splits);
     w.u32(0);
+    w.u32(process_set);
+    w.u32(members);
+    for (uint32_t i = 0; i < members && i < 2; ++i) w.u32(i);
+    w.u32(0);
     return std::move(w.bytes());
   }
 };
@@ -89,9 +95,12 @@ TEST(NegotiationMessages, HostileRequestsAreRejected) {
   };
   expect_rejected(with([](RawRequest& r) { r.magic = 0x33524552; }), nullptr, "bad magic");
   expect_rejected(with([](RawRequest& r) { r.magic = 0x33535052; }), nullptr, "response magic");
-  expect_rejected(with([](RawRequest& r) { r.kind = 7; }), nullptr, "kind 7");
+  // The first value past the last OpKind.
+  expect_rejected(with([](RawRequest& r) { r.kind = te::kOpKindCount; }), nullptr, "kind count");
   expect_rejected(with([](RawRequest& r) { r.kind = 255; }), nullptr, "kind 255");
-  expect_rejected(with([](RawRequest& r) { r.dtype = 8; }), nullptr, "dtype 8");
+  // The first value past the last threelc_dtype.
+  expect_rejected(with([](RawRequest& r) { r.dtype = te::kElementTypeCount; }), nullptr,
+                  "dtype count");
   expect_rejected(with([](RawRequest& r) { r.dtype = 200; }), nullptr, "dtype 200");
   expect_rejected(with([](RawRequest& r) { r.op = 5; }), nullptr, "op 5");
   expect_rejected(with([](RawRequest& r) { r.op = 128; }), nullptr, "op 128");
@@ -114,6 +123,15 @@ TEST(NegotiationMessages, HostileRequestsAreRejected) {
   expect_rejected(with([](RawRequest& r) { r.dims = 0x20000000; }), nullptr,
                   "dim count * 8 = 2^32");
   expect_rejected(with([](RawRequest& r) { r.splits = 0xffffffff; }), nullptr, "huge split count");
+  expect_rejected(with([](RawRequest& r) { r.process_set = 0x80000000; }), nullptr,
+                  "negative process set");
+  expect_rejected(with([](RawRequest& r) { r.process_set = 0xffffffff; }), nullptr,
+                  "process set -1");
+  expect_rejected(with([](RawRequest& r) { r.members = 0xffffffff; }), nullptr,
+                  "huge member count");
+  expect_rejected(with([](RawRequest& r) { r.members = 0x40000000; }), nullptr,
+                  "member count * 4 = 2^32");
+  expect_rejected(with([](RawRequest& r) { r.members = 3; }), nullptr, "a member missing");
   expect_rejected(with_trailing(RawRequest{}.bytes()), nullptr, "a trailing byte");
   Bytes two_requests = RawRequest{}.bytes();
   const Bytes second = RawRequest{}.bytes();
@@ -134,6 +152,7 @@ struct RawResponse {
   uint32_t per_rank = 2;
   uint32_t joined = 1;
   uint32_t message_length = 2;
+  uint32_t failed = 1;
 
   Bytes bytes() const {
     te::ByteWriter w;
@@ -162,6 +181,9 @@ struct RawResponse {
     w.u8('o');
     w.u8('k');
     w.u32(0);
+    w.u32(failed);
+    for (uint32_t i = 0; i < failed && i < 1; ++i) w.u32(2);
+    w.u32(0);
     return std::move(w.bytes());
   }
 };
@@ -180,7 +202,7 @@ TEST(NegotiationMessages, HostileResponsesAreRejected) {
   expect_rejected(with([](RawResponse& r) { r.magic = 0; }), &cache, "zero magic");
   expect_rejected(with([](RawResponse& r) { r.type = 2; }), &cache, "type 2");
   expect_rejected(with([](RawResponse& r) { r.type = 255; }), &cache, "type 255");
-  expect_rejected(with([](RawResponse& r) { r.kind = 7; }), &cache, "kind 7");
+  expect_rejected(with([](RawResponse& r) { r.kind = te::kOpKindCount; }), &cache, "kind count");
   expect_rejected(with([](RawResponse& r) { r.responses = 0xffffffff; }), &cache,
                   "huge response count");
   expect_rejected(with([](RawResponse& r) { r.responses = 2; }), &cache, "a response missing");
@@ -195,6 +217,9 @@ TEST(NegotiationMessages, HostileResponsesAreRejected) {
                   "joined count * 4 = 2^32");
   expect_rejected(with([](RawResponse& r) { r.message_length = 0xffffffff; }), &cache,
                   "huge message length");
+  expect_rejected(with([](RawResponse& r) { r.failed = 0xffffffff; }), &cache,
+                  "huge failed-rank count");
+  expect_rejected(with([](RawResponse& r) { r.failed = 2; }), &cache, "a failed rank missing");
   expect_rejected(with([](RawResponse& r) { r.abort_length = 0xffffffff; }), &cache,
                   "huge abort message length");
   expect_rejected(with([](RawResponse& r) { r.slot = 2; }), &cache, "empty cache slot");
@@ -213,10 +238,10 @@ TEST(NegotiationMessages, HostileResponsesAreRejected) {
   constexpr size_t kAt = 24;
   ASSERT_EQ(inner[kAt + 4], std::byte{'x'});
   ASSERT_EQ(inner[kAt + 5], std::byte{0});
-  inner[kAt + 5] = std::byte{9};
+  inner[kAt + 5] = static_cast<std::byte>(te::kOpKindCount);
   expect_rejected(inner, &cache, "bad kind inside a response's request");
   inner[kAt + 5] = std::byte{0};
-  inner[kAt + 6] = std::byte{8};
+  inner[kAt + 6] = static_cast<std::byte>(te::kElementTypeCount);
   expect_rejected(inner, &cache, "bad dtype inside a response's request");
   inner[kAt + 6] = std::byte{6};
   ASSERT_EQ(inner[kAt + 7], std::byte{1});  // one dimension, 4 at kAt + 11

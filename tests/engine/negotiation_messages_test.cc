@@ -51,6 +51,9 @@ TEST(NegotiationMessages, CycleRequestMatchesTheDocumentedLayout) {
   r.root = 6;
   r.splits = {1};
   r.device = -1;
+  r.process_set = 2;
+  r.members = {1, 3};
+  r.removed_set = 5;
   m.requests = {r};
   te::ByteWriter w;
   const auto u8 = [&](unsigned v) { w.u8(static_cast<uint8_t>(v)); };
@@ -71,6 +74,9 @@ TEST(NegotiationMessages, CycleRequestMatchesTheDocumentedLayout) {
   for (unsigned v : {6u, 0u, 0u, 0u}) u8(v);                                  // root
   for (unsigned v : {1u, 0u, 0u, 0u, 1u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}) u8(v);  // splits {1}
   for (unsigned v : {0xffu, 0xffu, 0xffu, 0xffu}) u8(v);                      // device -1
+  for (unsigned v : {2u, 0u, 0u, 0u}) u8(v);                                  // process set 2
+  for (unsigned v : {2u, 0u, 0u, 0u, 1u, 0u, 0u, 0u, 3u, 0u, 0u, 0u}) u8(v);  // members {1, 3}
+  for (unsigned v : {5u, 0u, 0u, 0u}) u8(v);                                  // removed set 5
   EXPECT_EQ(te::serialize(m), w.bytes());
   const te::CycleRequest back = te::parse_cycle_request(w.bytes());
   ASSERT_EQ(back.requests.size(), 1u);
@@ -89,6 +95,8 @@ TEST(NegotiationMessages, CycleResponseMatchesTheDocumentedLayout) {
   r.error_code = THREELC_EJOINED;
   r.error_message = "x";
   r.last_joined_rank = 9;
+  r.failed_ranks = {4};
+  r.assigned_set = 7;
   m.responses = {r};
   te::ByteWriter w;
   const auto u8 = [&](unsigned v) { w.u8(static_cast<uint8_t>(v)); };
@@ -105,6 +113,8 @@ TEST(NegotiationMessages, CycleResponseMatchesTheDocumentedLayout) {
   for (unsigned v : {0xf7u, 0xffu, 0xffu, 0xffu}) u8(v);      // THREELC_EJOINED (-9)
   for (unsigned v : {1u, 0u, 0u, 0u, 0x78u}) u8(v);           // message
   for (unsigned v : {9u, 0u, 0u, 0u}) u8(v);                  // last joined rank
+  for (unsigned v : {1u, 0u, 0u, 0u, 4u, 0u, 0u, 0u}) u8(v);  // failed ranks {4}
+  for (unsigned v : {7u, 0u, 0u, 0u}) u8(v);                  // assigned set 7
   EXPECT_EQ(te::serialize(m, cache), w.bytes());
   expect_same(te::parse_cycle_response(w.bytes(), cache), m);
 }

@@ -80,6 +80,10 @@ TEST(ElementType, NamesOfTypesAndOps) {
   EXPECT_STREQ(te::element_type_name(ElementType::kUint8), "uint8");
   EXPECT_STREQ(te::element_type_name(ElementType::kBFloat16), "bfloat16");
   EXPECT_STREQ(te::element_type_name(ElementType::kFloat64), "float64");
+  EXPECT_STREQ(te::element_type_name(ElementType::kInt16), "int16");
+  EXPECT_EQ(te::element_size(ElementType::kInt16), 2u);
+  EXPECT_FALSE(te::is_floating(ElementType::kInt16));
+  EXPECT_EQ(static_cast<int>(ElementType::kInt16), THREELC_INT16);
   EXPECT_STREQ(te::reduce_op_name(ReduceOp::kAverage), "average");
   EXPECT_STREQ(te::reduce_op_name(ReduceOp::kProduct), "product");
   EXPECT_STREQ(te::phase_name(te::Phase::kReduce), "reduce");
@@ -221,6 +225,7 @@ TEST(Conversions, ToAndFromFloat32ForEveryFloatType) {
   EXPECT_EQ(bits(f[2]), 0x80000000u);
   int32_t i32 = 0;
   EXPECT_THROW(te::to_float32(ElementType::kInt32, &i32, f, 1), std::invalid_argument);
+  EXPECT_THROW(te::to_float32(ElementType::kInt16, &i32, f, 1), std::invalid_argument);
   EXPECT_THROW(te::from_float32(ElementType::kUint8, f, &i32, 1), std::invalid_argument);
 }
 
@@ -253,6 +258,71 @@ TEST(ReduceInto, IntegerMinMaxAreSigned) {
   EXPECT_EQ(reduce_one<int64_t>(ElementType::kInt64, ReduceOp::kMax,
                                 std::numeric_limits<int64_t>::min(), -1),
             -1);
+}
+
+// int16 in every op: 16-bit wrapping (its operands must not overflow int on the way: 65535 *
+// 65535 as unsigned), signed min / max, truncating average, saturating scales.
+TEST(ReduceInto, Int16EveryOpWithScaling) {
+  constexpr int16_t kMax = std::numeric_limits<int16_t>::max();
+  constexpr int16_t kMin = std::numeric_limits<int16_t>::min();
+  EXPECT_EQ(reduce_one<int16_t>(ElementType::kInt16, ReduceOp::kSum, 1000, -3000), -2000);
+  EXPECT_EQ(reduce_one<int16_t>(ElementType::kInt16, ReduceOp::kSum, kMax, 1), kMin);
+  EXPECT_EQ(reduce_one<int16_t>(ElementType::kInt16, ReduceOp::kSum, 300, 300), 600);
+  EXPECT_EQ(reduce_one<int16_t>(ElementType::kInt16, ReduceOp::kAverage, 20000, 20000),
+            -25536);  // the sum wraps; the caller divides
+  EXPECT_EQ(reduce_one<int16_t>(ElementType::kInt16, ReduceOp::kProduct, 300, 300),
+            24464);  // 90000 mod 65536
+  EXPECT_EQ(reduce_one<int16_t>(ElementType::kInt16, ReduceOp::kProduct, -1, -1), 1);
+  EXPECT_EQ(reduce_one<int16_t>(ElementType::kInt16, ReduceOp::kProduct, kMin, -1), kMin);
+  EXPECT_EQ(reduce_one<int16_t>(ElementType::kInt16, ReduceOp::kProduct, -7, 9), -63);
+  EXPECT_EQ(reduce_one<int16_t>(ElementType::kInt16, ReduceOp::kMin, -300, 200), -300);
+  EXPECT_EQ(reduce_one<int16_t>(ElementType::kInt16, ReduceOp::kMax, -300, 200), 200);
+  EXPECT_EQ(reduce_one<int16_t>(ElementType::kInt16, ReduceOp::kMax, kMin, -1), -1);
+
+  int16_t id[4] = {5, 5, 5, 5};
+  te::fill_identity(ElementType::kInt16, ReduceOp::kMin, id, 1);
+  te::fill_identity(ElementType::kInt16, ReduceOp::kMax, id + 1, 1);
+  te::fill_identity(ElementType::kInt16, ReduceOp::kProduct, id + 2, 1);
+  te::fill_identity(ElementType::kInt16, ReduceOp::kAverage, id + 3, 1);
+  EXPECT_EQ(id[0], kMax);
+  EXPECT_EQ(id[1], kMin);
+  EXPECT_EQ(id[2], 1);
+  EXPECT_EQ(id[3], 0);
+
+  int16_t avg[4] = {-7, 7, 9, kMin};
+  te::divide_values(ElementType::kInt16, avg, 3, 2);
+  EXPECT_EQ(avg[0], -3);  // toward zero
+  EXPECT_EQ(avg[1], 3);
+  EXPECT_EQ(avg[2], 4);
+  te::divide_values(ElementType::kInt16, avg + 3, 1, -1);
+  EXPECT_EQ(avg[3], kMin);  // -kMin does not fit: wraps to itself
+
+  int16_t scaled[5] = {20000, -20000, 1001, -1001, 300};
+  te::scale_values(ElementType::kInt16, scaled, 4, 2.0);
+  EXPECT_EQ(scaled[0], kMax);  // saturated, not wrapped
+  EXPECT_EQ(scaled[1], kMin);
+  EXPECT_EQ(scaled[2], 2002);
+  EXPECT_EQ(scaled[3], -2002);
+  te::scale_values(ElementType::kInt16, scaled + 2, 2, 0.25);
+  EXPECT_EQ(scaled[2], 500);  // 500.5 toward zero
+  EXPECT_EQ(scaled[3], -500);
+  te::scale_values(ElementType::kInt16, scaled + 4, 1, std::nan(""));
+  EXPECT_EQ(scaled[4], 0);
+
+  // An allreduce's steps as the engine runs them for Average with prescale 2, postscale 3 over
+  // three ranks: scale each input, reduce, divide by the ranks, scale the result.
+  int16_t acc[2] = {1000, -1234};
+  const int16_t ranks[2][2] = {{-50, 4000}, {7, -2}};
+  te::scale_values(ElementType::kInt16, acc, 2, 2.0);
+  for (const auto& r : ranks) {
+    int16_t in[2] = {r[0], r[1]};
+    te::scale_values(ElementType::kInt16, in, 2, 2.0);
+    te::reduce_into(ElementType::kInt16, ReduceOp::kAverage, acc, in, 2);
+  }
+  te::divide_values(ElementType::kInt16, acc, 2, 3);
+  te::scale_values(ElementType::kInt16, acc, 2, 3.0);
+  EXPECT_EQ(acc[0], (2 * (1000 - 50 + 7) / 3) * 3);     // 1914 / 3 = 638, * 3
+  EXPECT_EQ(acc[1], (2 * (-1234 + 4000 - 2) / 3) * 3);  // 5528 / 3 = 1842, * 3
 }
 
 TEST(ReduceInto, FloatsIncludingNaNAndInf) {

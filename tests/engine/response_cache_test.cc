@@ -117,11 +117,15 @@ TEST(ResponseCache, CapacityZeroCachesNothing) {
 }
 
 TEST(ResponseCache, OnlyAllreduceBroadcastAndReducescatterAreCached) {
-  const std::vector<std::pair<te::OpKind, bool>> kinds = {
-      {te::OpKind::kAllreduce, true},  {te::OpKind::kBroadcast, true},
-      {te::OpKind::kAllgather, false}, {te::OpKind::kReducescatter, true},
-      {te::OpKind::kAlltoall, false},  {te::OpKind::kBarrier, false},
-      {te::OpKind::kJoin, false}};
+  const std::vector<std::pair<te::OpKind, bool>> kinds = {{te::OpKind::kAllreduce, true},
+                                                          {te::OpKind::kBroadcast, true},
+                                                          {te::OpKind::kAllgather, false},
+                                                          {te::OpKind::kReducescatter, true},
+                                                          {te::OpKind::kAlltoall, false},
+                                                          {te::OpKind::kBarrier, false},
+                                                          {te::OpKind::kJoin, false},
+                                                          {te::OpKind::kAddProcessSet, false},
+                                                          {te::OpKind::kRemoveProcessSet, false}};
   for (const auto& [kind, cacheable] : kinds) {
     SCOPED_TRACE(te::op_kind_name(kind));
     const te::OpRequest r = op_request("t", kind);
@@ -134,8 +138,22 @@ TEST(ResponseCache, OnlyAllreduceBroadcastAndReducescatterAreCached) {
   }
 }
 
-// A model of the documented policy (free slot, else the slot of the same name, else the least
-// recently used) to compare the cache against, slot by slot.
+// One name in two process sets is two entries: neither replaces the other.
+TEST(ResponseCache, OneNameInTwoProcessSetsKeepsTwoSlots) {
+  te::ResponseCache cache(4);
+  const te::OpRequest global = op_request("w");
+  te::OpRequest in_set = op_request("w");
+  in_set.process_set = 2;
+  cache.use(global);
+  cache.use(in_set);
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.find(global), std::optional<uint32_t>(0));
+  EXPECT_EQ(cache.find(in_set), std::optional<uint32_t>(1));
+  EXPECT_EQ(cache.at(1).process_set, 2);
+}
+
+// A model of the documented policy (free slot, else the slot of the same name and process set, else
+// the least recently used) to compare the cache against, slot by slot.
 class ModelCache {
  public:
   explicit ModelCache(size_t capacity) : capacity_(capacity) {}
@@ -143,7 +161,7 @@ class ModelCache {
     if (capacity_ == 0 || !te::ResponseCache::cacheable(r)) return;
     ++clock_;
     for (auto& s : slots_) {
-      if (s.request.name == r.name) {
+      if (s.request.name == r.name && s.request.process_set == r.process_set) {
         s = {r, clock_};
         return;
       }
@@ -190,7 +208,8 @@ TEST(ResponseCache, CachesFedTheSameUsesStayIdentical) {
   for (int step = 0; step < 3000; ++step) {
     const auto kind = static_cast<te::OpKind>(rng() % te::kOpKindCount);
     te::OpRequest r = op_request("t" + std::to_string(rng() % 20), kind);
-    r.shape = {static_cast<int64_t>(rng() % 3)};  // the same name comes back changed
+    r.shape = {static_cast<int64_t>(rng() % 3)};      // the same name comes back changed
+    r.process_set = static_cast<int32_t>(rng() % 2);  // or in another process set
     first.use(r);
     second.use(r);
     model.use(r);

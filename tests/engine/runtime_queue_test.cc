@@ -34,6 +34,9 @@ te::Operation op(const std::string& name, te::Handle handle,
   return o;
 }
 
+// A tensor of the global process set.
+te::OpKey key(const std::string& name) { return {te::kGlobalProcessSet, name}; }
+
 std::vector<std::string> names(const std::vector<te::OpRequest>& requests) {
   std::vector<std::string> out;
   out.reserve(requests.size());
@@ -59,7 +62,7 @@ TEST(TensorQueue, DuplicateNameIsRefused) {
   const auto fresh = queue.take_new();
   ASSERT_EQ(fresh.size(), 1u);
   EXPECT_EQ(fresh[0].shape, std::vector<int64_t>{1});
-  const auto taken = queue.take("a");
+  const auto taken = queue.take(key("a"));
   ASSERT_TRUE(taken.has_value());
   EXPECT_EQ(taken->handle, 1);
 }
@@ -85,8 +88,8 @@ TEST(TensorQueue, TakeThenFinish) {
   a.output = &output;
   queue.submit(a);
   queue.submit(op("b", 8));
-  EXPECT_FALSE(queue.take("unknown").has_value());
-  const auto taken = queue.take("a");
+  EXPECT_FALSE(queue.take(key("unknown")).has_value());
+  const auto taken = queue.take(key("a"));
   ASSERT_TRUE(taken.has_value());
   EXPECT_EQ(taken->handle, 7);
   EXPECT_EQ(taken->input, &input);
@@ -94,16 +97,16 @@ TEST(TensorQueue, TakeThenFinish) {
   EXPECT_EQ(taken->request, a.request);
   EXPECT_EQ(taken->submitted_ns, 7000);
   // Taken once: a second take finds nothing, but the name is in flight until finish.
-  EXPECT_FALSE(queue.take("a").has_value());
+  EXPECT_FALSE(queue.take(key("a")).has_value());
   EXPECT_THROW(queue.submit(op("a", 9)), te::EngineError);
-  queue.finish("a");
+  queue.finish(key("a"));
   EXPECT_NO_THROW(queue.submit(op("a", 10)));
-  const auto again = queue.take("a");
+  const auto again = queue.take(key("a"));
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->handle, 10);
   // finish of an unknown name does nothing.
-  EXPECT_NO_THROW(queue.finish("never"));
-  const auto b = queue.take("b");
+  EXPECT_NO_THROW(queue.finish(key("never")));
+  const auto b = queue.take(key("b"));
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(b->handle, 8);
 }
@@ -113,19 +116,19 @@ TEST(TensorQueue, TakeThenFinish) {
 TEST(TensorQueue, TakeSentOnlyTakesWhatTakeNewHandedOut) {
   te::TensorQueue queue;
   queue.submit(op("a", 1));
-  EXPECT_FALSE(queue.take_sent("a").has_value());
-  EXPECT_FALSE(queue.take_sent("unknown").has_value());
+  EXPECT_FALSE(queue.take_sent(key("a")).has_value());
+  EXPECT_FALSE(queue.take_sent(key("unknown")).has_value());
   EXPECT_EQ(names(queue.take_new()), (Names{"a"}));
-  const auto taken = queue.take_sent("a");
+  const auto taken = queue.take_sent(key("a"));
   ASSERT_TRUE(taken.has_value());
   EXPECT_EQ(taken->handle, 1);
-  EXPECT_FALSE(queue.take_sent("a").has_value());
-  queue.finish("a");
+  EXPECT_FALSE(queue.take_sent(key("a")).has_value());
+  queue.finish(key("a"));
   // Submitted again: not sent yet, so still its own.
   queue.submit(op("a", 2));
-  EXPECT_FALSE(queue.take_sent("a").has_value());
+  EXPECT_FALSE(queue.take_sent(key("a")).has_value());
   EXPECT_EQ(names(queue.take_new()), (Names{"a"}));
-  EXPECT_EQ(queue.take_sent("a")->handle, 2);
+  EXPECT_EQ(queue.take_sent(key("a"))->handle, 2);
 }
 
 TEST(TensorQueue, TakeAllEmptiesTheQueue) {
@@ -143,8 +146,33 @@ TEST(TensorQueue, TakeAllEmptiesTheQueue) {
   EXPECT_EQ(handles, (std::vector<te::Handle>{1, 2, 3, 4}));
   EXPECT_TRUE(queue.take_new().empty());  // "d" is gone from the new list too
   EXPECT_TRUE(queue.take_all().empty());
-  EXPECT_FALSE(queue.take("a").has_value());
+  EXPECT_FALSE(queue.take(key("a")).has_value());
   for (const char* name : {"a", "b", "c", "d"}) EXPECT_NO_THROW(queue.submit(op(name, 5)));
+}
+
+// Operations are told apart by (process set, name): one name may be in flight in two sets, but
+// not twice in one.
+TEST(TensorQueue, OneNameInTwoProcessSets) {
+  te::TensorQueue queue;
+  te::Operation in_set = op("w", 2);
+  in_set.request.process_set = 3;
+  queue.submit(op("w", 1));
+  queue.submit(in_set);
+  te::Operation again = op("w", 4);
+  again.request.process_set = 3;
+  try {
+    queue.submit(again);
+    ADD_FAILURE() << "a second 'w' in process set 3 was accepted";
+  } catch (const te::EngineError& e) {
+    EXPECT_EQ(e.code(), THREELC_EDUPLICATE);
+    EXPECT_NE(std::string(e.what()).find("'w' (process set 3)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(names(queue.take_new()), (Names{"w", "w"}));
+  EXPECT_EQ(queue.take(te::OpKey{3, "w"})->handle, 2);
+  EXPECT_EQ(queue.take(key("w"))->handle, 1);
+  queue.finish(te::OpKey{3, "w"});
+  EXPECT_NO_THROW(queue.submit(again));
+  EXPECT_THROW(queue.submit(op("w", 5)), te::EngineError);  // set 0's is still in flight
 }
 
 TEST(TensorQueue, ConcurrentSubmissionsAreAllSeenOnce) {
@@ -207,7 +235,7 @@ TEST(TensorQueue, IdleWaitEndsAtItsDeadline) {
   te::TensorQueue queue;
   std::atomic<bool> stop{false};
   queue.submit(op("a", 1));
-  queue.finish("a");  // nothing in flight any more
+  queue.finish(key("a"));  // nothing in flight any more
   const auto start = std::chrono::steady_clock::now();
   queue.wait_while_idle(start + 50ms, stop);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 50ms);

@@ -50,6 +50,9 @@ inline std::vector<te::OpRequest> varied_requests() {
       r.root = k * 3 + d;
       r.splits = {static_cast<int64_t>(d), 0, static_cast<int64_t>(k) * 1000};
       r.device = d % 3 - 1;  // -1 (cpu), 0, 1
+      r.process_set = (k + d) % 4;
+      r.members = {0, static_cast<int32_t>(k + 1), static_cast<int32_t>(d + 20)};
+      r.removed_set = k + 2 * d;
       out.push_back(r);
     }
   }
@@ -78,6 +81,8 @@ inline void expect_same(const te::Response& a, const te::Response& b, const std:
   EXPECT_EQ(a.error_code, b.error_code);
   EXPECT_EQ(a.error_message, b.error_message);
   EXPECT_EQ(a.last_joined_rank, b.last_joined_rank);
+  EXPECT_EQ(a.failed_ranks, b.failed_ranks);
+  EXPECT_EQ(a.assigned_set, b.assigned_set);
 }
 
 inline void expect_same(const te::CycleResponse& a, const te::CycleResponse& b) {
@@ -118,7 +123,14 @@ inline te::CycleResponse varied_response() {
   error.tensors = {op_request("w", te::OpKind::kBroadcast)};
   error.error_code = THREELC_EMISMATCH;
   error.error_message = "tensor 'w': ranks disagree on shape: ranks 0, 2 sent [4]; rank 1 sent [5]";
+  error.failed_ranks = {1, 2};
   m.responses.push_back(error);
+  te::Response added;
+  added.kind = te::OpKind::kAddProcessSet;
+  added.tensors = {op_request("add_process_set.noname.0", te::OpKind::kAddProcessSet, {})};
+  added.tensors[0].members = {0, 2, 3};
+  added.assigned_set = 4;
+  m.responses.push_back(added);
   te::Response join;
   join.kind = te::OpKind::kJoin;
   join.tensors = {op_request("join", te::OpKind::kJoin, {})};

@@ -16,8 +16,8 @@ import torch
 
 import threelc.torch as hvd
 
-DTYPES = [torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
-          torch.float32, torch.float64]
+DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+          torch.bfloat16, torch.float32, torch.float64]
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 # Broadcast, allgather and alltoall move bytes: bool travels too.
 MOVE_DTYPES = DTYPES + [torch.bool]
@@ -63,6 +63,8 @@ def value_range(dtype: torch.dtype, op, n: int):
         return 0, 60 // n, False
     if dtype == torch.int8:
         return -(30 // n), 30 // n, False
+    if dtype == torch.int16:  # 4 * 8000 = 32000 <= 32767; most values beyond int8's range
+        return -(8000 // n), 8000 // n, False
     if dtype == torch.bfloat16:
         return -(60 // n), 60 // n, False
     if dtype == torch.float16:

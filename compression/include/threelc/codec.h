@@ -13,7 +13,8 @@
 extern "C" {
 #endif
 
-/* Data types; the same numbering is used by the engine's C ABI. */
+/* Data types; the same numbering is used by the engine's C ABI. Part of the ABI: values never
+ * change, new types are added at the end. */
 typedef enum threelc_dtype {
   THREELC_UINT8 = 0,
   THREELC_INT8 = 1,
@@ -22,7 +23,8 @@ typedef enum threelc_dtype {
   THREELC_FLOAT16 = 4,
   THREELC_BFLOAT16 = 5,
   THREELC_FLOAT32 = 6,
-  THREELC_FLOAT64 = 7
+  THREELC_FLOAT64 = 7,
+  THREELC_INT16 = 8
 } threelc_dtype;
 
 /* THREELC_OK, THREELC_EINVAL (a bad argument: dtype, sparsity, null pointer, small buffer),

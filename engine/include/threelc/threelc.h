@@ -68,10 +68,14 @@ typedef struct threelc_options {
   double postscale;      /* multiply the result after reducing (and averaging), 1.0 */
   int compression;       /* threelc_compression, THREELC_COMPRESSION_DEFAULT */
   float sparsity;        /* 3LC sparsity multiplier s in [1, 2); 0 follows THREELC_SPARSITY */
-  int root_rank;         /* broadcast: the rank whose data everyone receives, 0 */
+  int root_rank;         /* broadcast: the (job) rank whose data everyone receives, 0 */
   const int64_t* splits; /* alltoall: rows sent to each rank (`nsplits` == size), or NULL
                             for equal parts of the first dimension */
   int nsplits;
+  int process_set; /* the process set the operation runs in (threelc_add_process_set), 0: every
+                      rank of the job. Among a set's members, rank, size and the splits are the
+                      set's (member i = its i-th lowest job rank); root_rank stays a job rank
+                      and must be a member. Only members may submit. 0 */
 } threelc_options;
 
 void threelc_tensor_init(threelc_tensor* tensor);
@@ -96,6 +100,12 @@ int threelc_is_initialized(void);
  * is written. Other collectives take host tensors only. */
 int threelc_cuda_built(void);
 int threelc_cuda_available(void);
+/* NCCL's version code (ncclGetVersion, e.g. 21803) when uncompressed allreduces of CUDA
+ * tensors run over NCCL here: built with CUDA and nccl.h, THREELC_NCCL on, and the library
+ * (THREELC_NCCL_LIBRARY, else libnccl.so.2) loads. Otherwise 0, with the reason in
+ * threelc_last_error(); a malformed THREELC_* variable gives its refusal code. Needs no
+ * threelc_init(). */
+int threelc_nccl_version(void);
 
 /* Identity; -1 when not initialized. local_*: ranks on this host; cross_*: this host's index
  * among the hosts and the number of hosts (ranks with the same local_rank form a cross group). */
@@ -121,10 +131,44 @@ threelc_handle threelc_reducescatter(const threelc_tensor* tensor, const threelc
  * in rank order, with the received splits. */
 threelc_handle threelc_alltoall(const threelc_tensor* tensor, const threelc_options* options);
 threelc_handle threelc_barrier(void);
+/* A barrier among the members of process set `process_set` (0: every rank). */
+threelc_handle threelc_barrier_set(int process_set);
 /* This rank has no more data: until every rank has joined it takes part in other ranks'
  * allreduces with the op's identity (zeros for sum) and in allgathers with no rows. The
- * result's value (threelc_result.last_joined_rank) is the rank that joined last. */
+ * result's value (threelc_result.last_joined_rank) is the rank that joined last. Join is the
+ * job's: a joined rank stands in only for operations of the global process set (0); those of
+ * another set wait for every one of its members, as in Horovod. */
 threelc_handle threelc_join(void);
+
+/* Process sets (Horovod's): subsets of the job's ranks that run collectives among themselves
+ * (threelc_options.process_set). Set 0 is every rank. Adding and removing a set are negotiated
+ * among every rank of the job: every rank calls them, in the same order, with the same
+ * arguments, like a collective of set 0.
+ *
+ * threelc_add_process_set: `ranks` (`count` distinct job ranks, any order; sorted by the
+ * engine) become a new set. Returns a handle; once it is done, threelc_result.process_set holds
+ * the new set's id (1, 2, ...; ids are never reused) on every rank, and the set is usable on this
+ * rank. Refused (THREELC_EINVAL, on every rank) when a set of the same ranks exists, naming it;
+ * THREELC_EMISMATCH when ranks asked for different sets. */
+threelc_handle threelc_add_process_set(const int* ranks, int count);
+/* Removes set `id` (not 0) on every rank; its operations still pending fail with THREELC_EINVAL,
+ * and later submissions in it are refused. Returns a handle (threelc_result.process_set = id). */
+threelc_handle threelc_remove_process_set(int id);
+/* Queries of this rank's table (a set exists here once its add's handle is done, and until its
+ * removal's is). An unknown or removed id is THREELC_EINVAL with threelc_last_error() saying
+ * which; THREELC_ENOTINIT before threelc_init().
+ * size: the number of members. rank: this rank's index among the members, or -1 (which is
+ * THREELC_EINVAL) when it is not one (threelc_process_set_included tells the two apart).
+ * included: 1 when this rank is a member, 0 when not. ranks: writes the members' job ranks,
+ * ascending, into out[0 .. capacity) when they fit and returns their number (the size) either
+ * way. ids: writes the ids of the sets this rank knows, ascending (0 first), into
+ * out[0 .. capacity) when they fit and returns their number. */
+int threelc_process_set_size(int id);
+int threelc_process_set_rank(int id);
+int threelc_process_set_included(int id);
+int threelc_process_set_ranks(int id, int* out, int capacity);
+int threelc_process_set_ids(int* out, int capacity);
+
 /* A hint: what this rank has submitted is all it will submit for now (a DDP bucket, the
  * gradients a step waits for), so the background thread negotiates it at once instead of at its
  * next cycle (THREELC_CYCLE_TIME_MS). Changes nothing else; THREELC_ENOTINIT before init. */
@@ -149,6 +193,7 @@ typedef struct threelc_result {
   const int64_t* received_splits; /* alltoall: rows received from each rank (size entries) */
   int nsplits;
   int last_joined_rank; /* join */
+  int process_set;      /* add_process_set: the new set's id; remove_process_set: the id removed */
 } threelc_result;
 
 /* Fills *result for a successfully finished operation. */

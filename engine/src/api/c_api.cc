@@ -1,11 +1,13 @@
 // The C ABI (threelc/threelc.h) over one Engine. The engine lives here and nowhere else; the
 // handle table outlives engines so that handles can be waited on after shutdown.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -79,6 +81,25 @@ threelc_handle submit(te::OpKind kind, const threelc_tensor* tensor,
   });
 }
 
+// Submits what make() builds from the engine (a process set's add or removal).
+template <typename F>
+threelc_handle submit_made(F make) {
+  std::shared_lock lock(lib.mutex);
+  if (!lib.engine) return fail(THREELC_ENOTINIT, not_initialized);
+  return guarded<threelc_handle>("", [&] { return lib.engine->submit(make(*lib.engine)); });
+}
+
+// f(members of `id`, this rank) for a known set; THREELC_EINVAL naming an unknown one.
+template <typename F>
+int process_set_query(const char* what, int id, F f) {
+  std::shared_lock lock(lib.mutex);
+  if (!lib.engine) return fail(THREELC_ENOTINIT, not_initialized);
+  const te::ProcessSetTable& sets = lib.engine->process_sets();
+  const auto members = sets.members(id);
+  if (!members) return fail(THREELC_EINVAL, std::string(what) + ": " + sets.unknown(id));
+  return f(*members, lib.engine->identity().rank);
+}
+
 template <typename F>
 int identity(F field) {
   std::shared_lock lock(lib.mutex);
@@ -138,6 +159,21 @@ int threelc_cuda_available(void) {
   return 0;
 }
 
+int threelc_nccl_version(void) {
+  return guarded<int>("", [] {
+    te::EngineSettings settings;
+    try {
+      settings = te::engine_settings_from_environment();
+    } catch (const std::invalid_argument& e) {
+      throw te::EngineError(THREELC_EINVAL, e.what());
+    }
+    std::string why;
+    const int version = settings.nccl ? te::gpu::nccl_version(settings.nccl_library, why) : 0;
+    if (version == 0) fail(0, settings.nccl ? why : "THREELC_NCCL=0 turns NCCL off");
+    return version;
+  });
+}
+
 int threelc_rank(void) {
   return identity([](const te::Identity& id) { return id.rank; });
 }
@@ -176,7 +212,63 @@ threelc_handle threelc_alltoall(const threelc_tensor* tensor, const threelc_opti
   return submit(te::OpKind::kAlltoall, tensor, options);
 }
 threelc_handle threelc_barrier(void) { return submit(te::OpKind::kBarrier, nullptr, nullptr); }
+threelc_handle threelc_barrier_set(int process_set) {
+  threelc_options options;
+  threelc_options_init(&options);
+  options.process_set = process_set;
+  return submit(te::OpKind::kBarrier, nullptr, &options);
+}
 threelc_handle threelc_join(void) { return submit(te::OpKind::kJoin, nullptr, nullptr); }
+
+threelc_handle threelc_add_process_set(const int* ranks, int count) {
+  return submit_made([&](te::Engine& e) { return te::make_add_process_set(e, ranks, count); });
+}
+threelc_handle threelc_remove_process_set(int id) {
+  return submit_made([&](te::Engine& e) { return te::make_remove_process_set(e, id); });
+}
+
+int threelc_process_set_size(int id) {
+  return process_set_query(
+      "threelc_process_set_size", id,
+      [](const std::vector<int32_t>& members, int) { return static_cast<int>(members.size()); });
+}
+
+int threelc_process_set_rank(int id) {
+  return process_set_query(
+      "threelc_process_set_rank", id, [&](const std::vector<int32_t>& members, int rank) {
+        const int index = te::member_index(members, rank);
+        if (index >= 0) return index;
+        return fail(THREELC_EINVAL, "threelc_process_set_rank: rank " + std::to_string(rank) +
+                                        " is not a member of process set " + std::to_string(id) +
+                                        " (ranks " + te::members_text(members) + ")");
+      });
+}
+
+int threelc_process_set_included(int id) {
+  return process_set_query("threelc_process_set_included", id,
+                           [](const std::vector<int32_t>& members, int rank) {
+                             return te::member_index(members, rank) >= 0 ? 1 : 0;
+                           });
+}
+
+int threelc_process_set_ranks(int id, int* out, int capacity) {
+  return process_set_query("threelc_process_set_ranks", id,
+                           [&](const std::vector<int32_t>& members, int) {
+                             const int n = static_cast<int>(members.size());
+                             if (out != nullptr && capacity >= n)
+                               std::copy(members.begin(), members.end(), out);
+                             return n;
+                           });
+}
+
+int threelc_process_set_ids(int* out, int capacity) {
+  std::shared_lock lock(lib.mutex);
+  if (!lib.engine) return fail(THREELC_ENOTINIT, not_initialized);
+  const std::vector<int32_t> ids = lib.engine->process_sets().ids();
+  const int n = static_cast<int>(ids.size());
+  if (out != nullptr && capacity >= n) std::copy(ids.begin(), ids.end(), out);
+  return n;
+}
 
 int threelc_flush(void) {
   std::shared_lock lock(lib.mutex);
@@ -228,6 +320,7 @@ int threelc_handle_result(threelc_handle handle, threelc_result* result) {
   result->received_splits = r->received_splits.data();
   result->nsplits = static_cast<int>(r->received_splits.size());
   result->last_joined_rank = r->last_joined_rank;
+  result->process_set = r->process_set;
   return THREELC_OK;
 }
 

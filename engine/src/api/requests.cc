@@ -1,5 +1,6 @@
 #include "api/requests.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -87,6 +88,22 @@ void resolve_compression(const EngineSettings& settings, const threelc_options& 
   r.sparsity = r.compress ? sparsity : 1.0f;
 }
 
+// The members of process set `id`, which this rank must belong to.
+std::vector<int32_t> process_set_members(const Engine& engine, OpKind kind, int id) {
+  if (id < 0) invalid(kind, "process_set " + std::to_string(id) + " is not a process set id");
+  const ProcessSetTable& sets = engine.process_sets();
+  auto members = sets.members(id);
+  if (!members) {
+    invalid(kind, sets.unknown(id) + " on rank " + std::to_string(engine.identity().rank));
+  }
+  if (member_index(*members, engine.identity().rank) < 0) {
+    invalid(kind, "rank " + std::to_string(engine.identity().rank) +
+                      " is not a member of process set " + std::to_string(id) + " (ranks " +
+                      members_text(*members) + ")");
+  }
+  return std::move(*members);
+}
+
 void resolve_splits(const threelc_options& o, int size, OpRequest& r) {
   const int64_t rows = r.rows();
   if (o.splits == nullptr) {
@@ -98,8 +115,8 @@ void resolve_splits(const threelc_options& o, int size, OpRequest& r) {
     return;
   }
   if (o.nsplits != size) {
-    invalid(r.kind, "nsplits " + std::to_string(o.nsplits) + " differs from the job size " +
-                        std::to_string(size));
+    invalid(r.kind, "nsplits " + std::to_string(o.nsplits) + " differs from the size " +
+                        std::to_string(size) + " of process set " + std::to_string(r.process_set));
   }
   int64_t total = 0;
   for (int j = 0; j < size; ++j) {
@@ -133,17 +150,53 @@ Operation make_operation(Engine& engine, OpKind kind, const threelc_tensor* tens
   }
   if (kind == OpKind::kAllreduce || kind == OpKind::kReducescatter) check_reduction(kind, o, r);
   if (kind == OpKind::kAllreduce) resolve_compression(engine.settings(), o, r);
+  // Join is the job's: it takes no process set.
+  r.process_set = kind == OpKind::kJoin ? kGlobalProcessSet : o.process_set;
+  const std::vector<int32_t> members = process_set_members(engine, kind, r.process_set);
   const int size = engine.identity().size;
   if (kind == OpKind::kBroadcast) {
+    // A job rank, as in Horovod, whatever the process set.
     if (o.root_rank < 0 || o.root_rank >= size) {
       invalid(kind, "root_rank " + std::to_string(o.root_rank) + " is outside 0.." +
                         std::to_string(size - 1));
     }
+    if (member_index(members, o.root_rank) < 0) {
+      invalid(kind, "root_rank " + std::to_string(o.root_rank) +
+                        " is not a member of process set " + std::to_string(r.process_set) +
+                        " (ranks " + members_text(members) + ")");
+    }
     r.root = o.root_rank;
   }
-  if (kind == OpKind::kAlltoall) resolve_splits(o, size, r);
+  if (kind == OpKind::kAlltoall) resolve_splits(o, static_cast<int>(members.size()), r);
   if (kind == OpKind::kJoin) r.name = kJoinName;
-  if (r.name.empty()) r.name = engine.unnamed(kind);
+  if (r.name.empty()) r.name = engine.unnamed(kind, r.process_set);
+  return op;
+}
+
+Operation make_add_process_set(Engine& engine, const int* ranks, int count) {
+  const OpKind kind = OpKind::kAddProcessSet;
+  if (count < 1) invalid(kind, "count " + std::to_string(count) + ": a process set needs a rank");
+  if (ranks == nullptr) invalid(kind, "ranks is NULL");
+  Operation op;
+  OpRequest& r = op.request;
+  r.kind = kind;
+  r.members.assign(ranks, ranks + count);
+  std::sort(r.members.begin(), r.members.end());
+  const std::string wrong = check_members(r.members, engine.identity().size);
+  if (!wrong.empty()) invalid(kind, wrong);
+  r.name = engine.unnamed(kind, kGlobalProcessSet);
+  return op;
+}
+
+Operation make_remove_process_set(Engine& engine, int id) {
+  const OpKind kind = OpKind::kRemoveProcessSet;
+  if (id == kGlobalProcessSet) invalid(kind, "the global process set 0 cannot be removed");
+  if (id < 0) invalid(kind, "process_set " + std::to_string(id) + " is not a process set id");
+  if (!engine.process_sets().members(id)) invalid(kind, engine.process_sets().unknown(id));
+  Operation op;
+  op.request.kind = kind;
+  op.request.removed_set = id;
+  op.request.name = engine.unnamed(kind, kGlobalProcessSet);
   return op;
 }
 

@@ -56,6 +56,8 @@ void with_traits(const char* function, ElementType type, F&& f) {
       return f(Native<uint8_t>{});
     case ElementType::kInt8:
       return f(Native<int8_t>{});
+    case ElementType::kInt16:
+      return f(Native<int16_t>{});
     case ElementType::kInt32:
       return f(Native<int32_t>{});
     case ElementType::kInt64:
@@ -101,13 +103,14 @@ C combine(C a, C b) {
       return b > a ? b : a;
     }
   } else {
-    using U = std::make_unsigned_t<C>;
-    // Unsigned arithmetic wraps; uint8 operands promote to int, where 255 * 255 still fits.
+    // Unsigned arithmetic wraps. Operands narrower than int are widened to unsigned int first:
+    // promoted to int, uint16 65535 * 65535 would overflow it.
+    using U = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
     if constexpr (kOp == ReduceOp::kSum) {
-      return static_cast<C>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+      return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
     }
     if constexpr (kOp == ReduceOp::kProduct) {
-      return static_cast<C>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+      return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
     }
     if constexpr (kOp == ReduceOp::kMin) return b < a ? b : a;
     if constexpr (kOp == ReduceOp::kMax) return b > a ? b : a;

@@ -5,6 +5,7 @@
 #include "gpu/cuda_error.h"
 #include "gpu/device_state.h"
 #include "gpu/gpu.h"
+#include "gpu/nccl.h"
 #include "threelc/compression/cuda_codec.h"
 
 namespace threelc::engine::gpu {
@@ -31,6 +32,10 @@ std::shared_ptr<void> record_ready(int device, void* stream) {
     cudaSetDevice(previous);
     throw EngineError(THREELC_EINVAL, e.what());
   }
+}
+
+int nccl_version(const std::string& library, std::string& why_not) {
+  return NcclComm::version(library, why_not);
 }
 
 void DeviceStateDeleter::operator()(DeviceState* state) const { delete state; }

@@ -78,9 +78,10 @@ void Executor::device_allreduce(const Response& response, std::span<const Operat
 
   const OpRequest& shape = response.tensors[0];
   if (!shape.compress) {
-    const bool nccl = options_.nccl && context_.size() > 1 && response.joined_ranks.empty() &&
-                      shape.prescale == 1.0 && shape.postscale == 1.0 &&
-                      gpu::NcclComm::supports(shape.dtype, shape.op);
+    // The NCCL communicator is the job's: a process set other than 0 stages through the host.
+    const bool nccl = options_.nccl && global() && ranks().size() > 1 &&
+                      response.joined_ranks.empty() && shape.prescale == 1.0 &&
+                      shape.postscale == 1.0 && gpu::NcclComm::supports(shape.dtype, shape.op);
     if (nccl) {
       nccl_allreduce(response, local, d);
     } else {
@@ -89,19 +90,19 @@ void Executor::device_allreduce(const Response& response, std::span<const Operat
     return;
   }
 
-  const int size = context_.size();
+  const int size = ranks().size();
   const ElementType dtype = shape.dtype;
   std::vector<TensorSlice> slices;
   size_t total = 0;
   for (const OpRequest& t : response.tensors) {
-    slices.push_back({t.name, total, t.element_count()});
+    slices.push_back({feedback_key(t.process_set, t.name), total, t.element_count()});
     total += t.element_count();
   }
   // THREELC_HIERARCHICAL inside the host over NCCL, in a buffer padded to equal segments.
   // Without NCCL (THREELC_NCCL=0, or no nccl.h) every rank runs flat alike.
   std::optional<HierarchicalSegment> segment;
   size_t padded = total;
-  if (options_.hierarchical && options_.nccl &&
+  if (options_.hierarchical && global() && options_.nccl &&
       gpu::NcclComm::supports(ElementType::kFloat32, ReduceOp::kSum)) {
     const size_t parts = options_.hierarchical->local.size();
     padded = (total + parts - 1) / parts * parts;
@@ -133,7 +134,7 @@ void Executor::device_allreduce(const Response& response, std::span<const Operat
 
   const std::span<const TensorSlice> compressed =
       segment ? std::span<const TensorSlice>(segment->slices) : slices;
-  transport::Context& across = segment ? *cross_ranks_ : context_;
+  transport::Context& across = segment ? *cross_ranks_ : ranks();
   std::vector<float*> residuals;
   for (const TensorSlice& t : compressed)
     residuals.push_back(d.residuals.get(t.name, t.count, d.stream));
@@ -158,7 +159,7 @@ void Executor::device_allreduce(const Response& response, std::span<const Operat
     options.tag_base = kPushPullTag;
     const std::span<const float> input(direct ? static_cast<const float*>(local[0]->input) : buffer,
                                        total);
-    push_pull_sum(context_, input, std::span<float>(buffer, total), slices, residuals, options);
+    push_pull_sum(ranks(), input, std::span<float>(buffer, total), slices, residuals, options);
   }
   feedback_done(shape, compressed, feedback);
 

@@ -18,6 +18,11 @@ std::string unavailable_reason();
 // Throws EngineError (THREELC_EINVAL) with CUDA's message.
 std::shared_ptr<void> record_ready(int device, void* stream);
 
+// NCCL's version code (ncclGetVersion, e.g. 21803) when uncompressed allreduces of CUDA tensors
+// can run over NCCL here: the build has CUDA and nccl.h, and `library` (empty: libnccl.so.2)
+// loads. Otherwise 0, and why not in `why_not`.
+int nccl_version(const std::string& library, std::string& why_not);
+
 struct DeviceState;
 struct DeviceStateDeleter {
   void operator()(DeviceState* state) const;

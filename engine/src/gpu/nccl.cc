@@ -27,6 +27,7 @@ struct NcclLibrary {
   ncclResult_t (*abort)(ncclComm_t) = nullptr;
   ncclResult_t (*destroy)(ncclComm_t) = nullptr;
   const char* (*error_string)(ncclResult_t) = nullptr;
+  ncclResult_t (*get_version)(int*) = nullptr;
   std::string why_not;  // non-empty: not loaded
 };
 
@@ -57,6 +58,7 @@ const NcclLibrary& library(const std::string& path = {}) {
     resolve(handle, "ncclCommAbort", &lib.abort, lib.why_not);
     resolve(handle, "ncclCommDestroy", &lib.destroy, lib.why_not);
     resolve(handle, "ncclGetErrorString", &lib.error_string, lib.why_not);
+    resolve(handle, "ncclGetVersion", &lib.get_version, lib.why_not);
     if (!lib.why_not.empty())
       lib.why_not = name + " is not a usable NCCL (2.14 or later): " + lib.why_not;
     return lib;
@@ -94,8 +96,11 @@ ncclDataType_t nccl_type(ElementType type) {
       return ncclFloat32;
     case ElementType::kFloat64:
       return ncclFloat64;
+    case ElementType::kInt16:  // none in NCCL: supports() stages int16 through the host
+      break;
   }
-  return ncclFloat32;
+  throw EngineError(THREELC_EINTERNAL,
+                    std::string("NCCL has no type for ") + element_type_name(type));
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
@@ -159,9 +164,18 @@ NcclComm::~NcclComm() {
 }
 
 bool NcclComm::supports(ElementType type, ReduceOp op) {
-  // Every ElementType has an NCCL type; integer averages keep the engine's own truncating
-  // division (reduce_ops.h), so they are staged.
+  // Every ElementType but int16 has an NCCL type; integer averages keep the engine's own
+  // truncating division (reduce_ops.h). Both are staged through host memory.
+  if (type == ElementType::kInt16) return false;
   return op != ReduceOp::kAverage || is_floating(type);
+}
+
+int NcclComm::version(const std::string& path, std::string& why_not) {
+  const NcclLibrary& lib = library(path);
+  int code = 0;
+  if (lib.why_not.empty() && lib.get_version(&code) == ncclSuccess) return code;
+  why_not = "NCCL: " + (lib.why_not.empty() ? std::string("ncclGetVersion failed") : lib.why_not);
+  return 0;
 }
 
 std::unique_ptr<NcclComm> NcclComm::create(transport::Context& context, int device,

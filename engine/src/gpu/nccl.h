@@ -21,6 +21,9 @@ class NcclComm {
  public:
   // Whether NCCL reduces `type` with `op` (else the caller stages through the host).
   static bool supports(ElementType type, ReduceOp op);
+  // ncclGetVersion() of `library` (empty: libnccl.so.2; the first call's library stays
+  // loaded); 0 when it cannot be used here, with why in `why_not`.
+  static int version(const std::string& library, std::string& why_not);
 
   // A communicator of every rank of `context` on `device`, with `library` (empty:
   // libnccl.so.2; the first call's library stays loaded). Every rank calls it at the same point

@@ -14,6 +14,11 @@ NcclComm::~NcclComm() = default;
 
 bool NcclComm::supports(ElementType /*type*/, ReduceOp /*op*/) { return false; }
 
+int NcclComm::version(const std::string& /*library*/, std::string& why_not) {
+  why_not = "NCCL: this build found no nccl.h";
+  return 0;
+}
+
 std::unique_ptr<NcclComm> NcclComm::create(transport::Context& /*context*/, int /*device*/,
                                            const std::string& /*library*/,
                                            std::chrono::milliseconds /*timeout*/,

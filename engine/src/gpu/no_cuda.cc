@@ -21,6 +21,11 @@ std::shared_ptr<void> record_ready(int /*device*/, void* /*stream*/) {
   throw EngineError(THREELC_EINVAL, unavailable_reason());
 }
 
+int nccl_version(const std::string& /*library*/, std::string& why_not) {
+  why_not = "NCCL: this library was built without CUDA";
+  return 0;
+}
+
 void DeviceStateDeleter::operator()(DeviceState* /*state*/) const {}
 
 }  // namespace gpu

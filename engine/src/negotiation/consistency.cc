@@ -5,6 +5,8 @@
 #include <map>
 #include <sstream>
 
+#include "negotiation/process_sets.h"
+
 namespace threelc::engine {
 
 namespace {
@@ -55,6 +57,14 @@ std::vector<Field> fields_of(OpKind kind) {
   }
   if (kind == OpKind::kBroadcast) {
     f.push_back({"root rank", [](const OpRequest& r) { return std::to_string(r.root); }});
+  }
+  if (kind == OpKind::kAddProcessSet) {
+    f.push_back({"the new process set's ranks",
+                 [](const OpRequest& r) { return members_text(r.members); }});
+  }
+  if (kind == OpKind::kRemoveProcessSet) {
+    f.push_back({"the process set to remove",
+                 [](const OpRequest& r) { return std::to_string(r.removed_set); }});
   }
   // Host or CUDA; the ordinal may differ between ranks (each process its own GPU).
   f.push_back({"device", [](const OpRequest& r) {

@@ -1,9 +1,17 @@
 // Rank 0's side of negotiation: collects every rank's submissions cycle by cycle and decides
-// what runs. A tensor runs once every rank has submitted it (or has joined), in the order in
-// which its first submission reached the coordinator; a tensor submitted differently fails on
-// every rank; ready allreduces are fused. A tensor that some ranks submitted and others have not
-// for the stall timeout fails too (THREELC_EMISMATCH on the ranks that submitted it), naming the
-// missing ranks and what they have pending, so a name mismatch raises instead of hanging.
+// what runs. Tensors are told apart by (process set, name). A tensor of the global set (0) runs
+// once every rank has submitted it (or has joined), a tensor of another set once every member
+// of that set has, in the order in which its first submission reached the coordinator; a tensor
+// submitted differently fails on every rank that sent it; ready allreduces of one set are
+// fused. A tensor that some ranks submitted and others have not for the stall timeout fails too
+// (THREELC_EMISMATCH on the ranks that submitted it), naming the missing ranks and what they
+// have pending, so a name mismatch raises instead of hanging.
+//
+// Process sets: the coordinator keeps the table of sets. Adding and removing one are operations
+// every rank of the job submits (in the same order on every rank); an add assigns the next id
+// (never reused) unless a set with the same ranks exists, a remove fails the set's pending
+// tensors first. A submission in an unknown or removed set, or by a rank outside the set, fails
+// on that rank alone (THREELC_EINVAL).
 #pragma once
 
 #include <chrono>
@@ -16,6 +24,7 @@
 #include <vector>
 
 #include "negotiation/messages.h"
+#include "negotiation/process_sets.h"
 
 namespace threelc::engine {
 
@@ -36,12 +45,16 @@ class Coordinator {
   // What `rank` submitted this cycle (cache hits already resolved into requests). Ranks are
   // added in rank order each cycle.
   void add(int rank, std::vector<OpRequest> requests, bool shutdown, Clock::time_point now);
-  // This cycle's responses for every rank: the ready tensors (fused), then an error response for
-  // every tensor that has waited on missing ranks for the stall timeout since its first
-  // submission (oldest first; the coordinator forgets it), then a completed join.
+  // This cycle's responses for every rank: the submissions refused for their process set, the
+  // ready tensors (fused; a removed set's pending tensors fail just before its removal), then
+  // an error response for every tensor that has waited on missing ranks for the stall timeout
+  // since its first submission (oldest first; the coordinator forgets it), then a completed
+  // join.
   CycleResponse respond(Clock::time_point now);
   // Warnings about tensors some ranks have waited on for longer than the stall time.
   std::vector<std::string> stall_warnings(Clock::time_point now);
+  // The process sets accepted so far.
+  const ProcessSetTable& process_sets() const { return sets_; }
 
  private:
   struct Pending {
@@ -53,24 +66,39 @@ class Coordinator {
   // A tensor that failed by the stall timeout, remembered for a while per rank that had
   // submitted it, so that the message about its counterpart can still name it.
   struct TimedOut {
-    std::string name;
+    std::string name;  // as messages quote it
     Clock::time_point when;
   };
-  Response decide(const std::string& name, Pending& pending) const;
+  using ByOrder = std::vector<std::pair<uint64_t, OpKey>>;
+  // The request of the lowest rank that submitted it (every pending tensor has one).
+  static const OpRequest& first_request(const Pending& pending);
+  // Why `rank` may not submit `request` (its process set is unknown or removed, or the rank
+  // is not a member): the error response failing it on that rank; nullopt when it may.
+  std::optional<Response> refusal(int rank, const OpRequest& request) const;
+  // The ranks that must submit a tensor of `key` (a process set's members; add and remove:
+  // every rank); nullopt when its set is gone.
+  std::optional<std::vector<int32_t>> expected_ranks(const OpKey& key, OpKind kind) const;
+  bool ready(const OpKey& key, const Pending& pending) const;
+  Response decide(const OpKey& key, const Pending& pending);
+  Response add_process_set(const OpRequest& request);
+  // The removal's responses: an error for each of the set's pending tensors, then the removal.
+  void remove_process_set(const OpKey& key, const Pending& pending, std::vector<Response>& out);
   std::vector<Response> time_out(Clock::time_point now);
-  std::string timeout_message(const std::string& name, const Pending& pending,
-                              const std::vector<std::pair<uint64_t, std::string>>& by_order,
+  std::string timeout_message(const OpKey& key, const Pending& pending, const ByOrder& by_order,
                               Clock::time_point now) const;
-  std::string pending_hint(int rank, const std::string& name,
-                           const std::vector<std::pair<uint64_t, std::string>>& by_order,
+  std::string pending_hint(int rank, const OpKey& key, const ByOrder& by_order,
                            Clock::time_point now) const;
   std::vector<int32_t> joined_ranks() const;
+  void forget(const OpKey& key);
 
   Pending& join_pending();
   bool has_joined(size_t rank) const;
 
   Options options_;
-  std::unordered_map<std::string, Pending> pending_;  // by name; joins are kept apart
+  // By (process set, name); joins are kept apart.
+  std::unordered_map<OpKey, Pending, OpKeyHash> pending_;
+  std::vector<Response> refused_;  // this cycle's refusals (refusal())
+  ProcessSetTable sets_;
   Pending join_;
   uint64_t next_order_ = 0;
   int last_joined_ = -1;

@@ -11,7 +11,7 @@ bool fusable(const Response& r) {
 bool same_group(const OpRequest& a, const OpRequest& b) {
   return a.dtype == b.dtype && a.op == b.op && a.prescale == b.prescale &&
          a.postscale == b.postscale && a.compress == b.compress && a.sparsity == b.sparsity &&
-         a.device == b.device;
+         a.device == b.device && a.process_set == b.process_set;
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Tensor fusion: the coordinator merges ready allreduces that can share one buffer (same dtype,
-// op, scaling, compression and device) into one response of at most `threshold` bytes, so
-// that many small gradients travel as a few large messages.
+// op, scaling, compression, device and process set) into one response of at most `threshold` bytes,
+// so that many small gradients travel as a few large messages.
 #pragma once
 
 #include <cstddef>

@@ -40,6 +40,9 @@ void write_request(ByteWriter& out, const OpRequest& r) {
   out.u32(static_cast<uint32_t>(r.root));
   out.i64s(r.splits);
   out.u32(static_cast<uint32_t>(r.device));
+  out.u32(static_cast<uint32_t>(r.process_set));
+  out.i32s(r.members);
+  out.u32(static_cast<uint32_t>(r.removed_set));
 }
 
 OpRequest read_request(ByteReader& in) {
@@ -59,6 +62,10 @@ OpRequest read_request(ByteReader& in) {
   r.root = static_cast<int>(in.u32());
   r.splits = in.i64s();
   r.device = static_cast<int>(in.u32());
+  r.process_set = static_cast<int32_t>(in.u32());
+  if (r.process_set < 0) throw NegotiationError("negotiation message has a negative process set");
+  r.members = in.i32s();
+  r.removed_set = static_cast<int32_t>(in.u32());
   return r;
 }
 
@@ -112,6 +119,8 @@ std::vector<std::byte> serialize(const CycleResponse& m, const ResponseCache& ca
     out.u32(static_cast<uint32_t>(r.error_code));
     out.str(r.error_message);
     out.u32(static_cast<uint32_t>(r.last_joined_rank));
+    out.i32s(r.failed_ranks);
+    out.u32(static_cast<uint32_t>(r.assigned_set));
   }
   return std::move(out.bytes());
 }
@@ -138,6 +147,8 @@ CycleResponse parse_cycle_response(std::span<const std::byte> bytes, const Respo
     r.error_code = static_cast<int32_t>(in.u32());
     r.error_message = in.str();
     r.last_joined_rank = static_cast<int32_t>(in.u32());
+    r.failed_ranks = in.i32s();
+    r.assigned_set = static_cast<int32_t>(in.u32());
     m.responses.push_back(std::move(r));
   }
   check_end(in);

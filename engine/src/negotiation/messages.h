@@ -30,13 +30,19 @@ struct Response {
   // The tensors, fused in this order (one unless kind is allreduce). Full requests after
   // parsing; on the wire a tensor in the response cache travels as its slot.
   std::vector<OpRequest> tensors;
-  // allgather: the first dimension of every rank; alltoall: rows sent from rank i to rank j
-  // at [i * size + j].
+  // In the terms of the tensors' process set (member i = its i-th rank, size = its size):
+  // allgather: the first dimension of every member; alltoall: rows sent from member i to
+  // member j at [i * size + j].
   std::vector<int64_t> per_rank;
   std::vector<int32_t> joined_ranks;  // ranks that have joined and take part with no data
+                                      // (global set only)
   int32_t error_code = 0;             // kError: a THREELC_E* code
   std::string error_message;          // kError
   int32_t last_joined_rank = -1;      // join
+  // kError: the ranks whose operation it fails (a submission refused for its process set);
+  // empty: every rank that sent the tensor.
+  std::vector<int32_t> failed_ranks;
+  int32_t assigned_set = 0;  // kAddProcessSet: the id of the new set
 };
 
 struct CycleResponse {

@@ -10,8 +10,8 @@ bool ResponseCache::cacheable(const OpRequest& r) {
 }
 
 std::optional<uint32_t> ResponseCache::find(const OpRequest& request) const {
-  const auto it = by_name_.find(request.name);
-  if (it == by_name_.end() || !(slots_[it->second].request == request)) return std::nullopt;
+  const auto it = by_key_.find(key_of(request));
+  if (it == by_key_.end() || !(slots_[it->second].request == request)) return std::nullopt;
   return it->second;
 }
 
@@ -26,7 +26,7 @@ void ResponseCache::use(const OpRequest& request) {
   if (capacity_ == 0 || !cacheable(request)) return;
   ++clock_;
   uint32_t slot = 0;
-  if (const auto it = by_name_.find(request.name); it != by_name_.end()) {
+  if (const auto it = by_key_.find(key_of(request)); it != by_key_.end()) {
     slot = it->second;
   } else if (slots_.size() < capacity_) {
     slot = static_cast<uint32_t>(slots_.size());
@@ -35,10 +35,10 @@ void ResponseCache::use(const OpRequest& request) {
     for (uint32_t i = 1; i < slots_.size(); ++i) {
       if (slots_[i].last_used < slots_[slot].last_used) slot = i;
     }
-    by_name_.erase(slots_[slot].request.name);
+    by_key_.erase(key_of(slots_[slot].request));
   }
   slots_[slot] = Entry{request, clock_, true};
-  by_name_[request.name] = slot;
+  by_key_[key_of(request)] = slot;
 }
 
 }  // namespace threelc::engine

@@ -18,7 +18,8 @@ class ResponseCache {
  public:
   explicit ResponseCache(size_t capacity) : capacity_(capacity) {}
 
-  // Only requests identical on every rank are cached (not allgather, alltoall, join).
+  // Only requests identical on every rank are cached (not allgather, alltoall, join, nor the
+  // process sets' add and remove).
   static bool cacheable(const OpRequest& request);
 
   // The slot holding exactly `request`, if any.
@@ -26,10 +27,10 @@ class ResponseCache {
   // The request in `slot`; throws NegotiationError for an empty or unknown slot.
   const OpRequest& at(uint32_t slot) const;
   // Marks `request` as just used, inserting it (over the least recently used slot when full,
-  // or over the slot of an older request of the same name).
+  // or over the slot of an older request of the same name in the same process set).
   void use(const OpRequest& request);
 
-  size_t size() const { return by_name_.size(); }
+  size_t size() const { return by_key_.size(); }
 
  private:
   struct Entry {
@@ -40,7 +41,7 @@ class ResponseCache {
   size_t capacity_;
   uint64_t clock_ = 0;
   std::vector<Entry> slots_;
-  std::unordered_map<std::string, uint32_t> by_name_;
+  std::unordered_map<OpKey, uint32_t, OpKeyHash> by_key_;
 };
 
 }  // namespace threelc::engine

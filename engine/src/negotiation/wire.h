@@ -38,6 +38,10 @@ class ByteWriter {
     u32(static_cast<uint32_t>(v.size()));
     for (int64_t x : v) i64(x);
   }
+  void i32s(const std::vector<int32_t>& v) {
+    u32(static_cast<uint32_t>(v.size()));
+    for (int32_t x : v) u32(static_cast<uint32_t>(x));
+  }
   std::vector<std::byte>& bytes() { return bytes_; }
 
  private:
@@ -68,6 +72,11 @@ class ByteReader {
   std::vector<int64_t> i64s() {
     std::vector<int64_t> v(count(sizeof(int64_t)));
     for (auto& x : v) x = i64();
+    return v;
+  }
+  std::vector<int32_t> i32s() {
+    std::vector<int32_t> v(count(sizeof(int32_t)));
+    for (auto& x : v) x = static_cast<int32_t>(u32());
     return v;
   }
   // A u32 element count whose elements (each at least `unit` bytes) fit in what is left.

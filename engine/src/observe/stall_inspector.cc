@@ -34,17 +34,23 @@ StallInspector::StallInspector(Clock::duration warn_after, int size, size_t max_
   if (size < 1) throw std::invalid_argument("StallInspector: size must be at least 1");
 }
 
-void StallInspector::submitted(const std::string& name, int rank, Clock::time_point now) {
+void StallInspector::submitted(const std::string& name, int rank, Clock::time_point now,
+                               int32_t process_set, std::span<const int32_t> members) {
   if (rank < 0 || rank >= size_) {
     throw std::invalid_argument("StallInspector: rank " + std::to_string(rank) +
                                 " is outside [0, " + std::to_string(size_) + ")");
   }
   if (!enabled()) return;
-  auto [it, inserted] = tensors_.try_emplace(name);
+  auto [it, inserted] = tensors_.try_emplace({process_set, name});
   Pending& pending = it->second;
   if (inserted) {
     pending.first = now;
     pending.ranks.assign(static_cast<size_t>(size_), false);
+    if (members.empty()) {
+      for (int r = 0; r < size_; ++r) pending.expected.push_back(r);
+    } else {
+      pending.expected.assign(members.begin(), members.end());
+    }
   }
   if (!pending.ranks[static_cast<size_t>(rank)]) {
     pending.ranks[static_cast<size_t>(rank)] = true;
@@ -52,18 +58,21 @@ void StallInspector::submitted(const std::string& name, int rank, Clock::time_po
   }
 }
 
-void StallInspector::finished(const std::string& name) { tensors_.erase(name); }
+void StallInspector::finished(const std::string& name, int32_t process_set) {
+  tensors_.erase({process_set, name});
+}
 
 std::vector<std::string> StallInspector::check(Clock::time_point now) {
   std::vector<std::string> warnings;
   if (!enabled()) return warnings;
   // Due tensors, oldest first (then by name: std::map order, kept by the stable sort).
-  std::vector<std::pair<const std::string*, Pending*>> due;
-  for (auto& [name, pending] : tensors_) {
-    if (pending.count == size_) continue;  // complete: the coordinator runs it, nobody missing
+  std::vector<std::pair<const std::pair<int32_t, std::string>*, Pending*>> due;
+  for (auto& [key, pending] : tensors_) {
+    // complete: the coordinator runs it, nobody missing
+    if (pending.count == static_cast<int>(pending.expected.size())) continue;
     if (now - pending.first < warn_after_) continue;
     if (pending.warned && now - pending.last_warning < warn_after_) continue;
-    due.emplace_back(&name, &pending);
+    due.emplace_back(&key, &pending);
   }
   std::stable_sort(due.begin(), due.end(),
                    [](const auto& a, const auto& b) { return a.second->first < b.second->first; });
@@ -76,15 +85,20 @@ std::vector<std::string> StallInspector::check(Clock::time_point now) {
     if (i >= max_named_) continue;
     present.clear();
     missing.clear();
-    for (int rank = 0; rank < size_; ++rank) {
+    for (int rank : pending.expected) {
       (pending.ranks[static_cast<size_t>(rank)] ? present : missing).push_back(rank);
     }
-    warnings.push_back(
-        "stall: tensor '" + *due[i].first + "' has waited " + format_seconds(now - pending.first) +
-        " for rank" + (missing.size() == 1 ? " " : "s ") + compact_ranks(missing) +
-        " (submitted by rank" + (present.size() == 1 ? " " : "s ") + compact_ranks(present) +
-        "); ranks submitting different tensors, or a rank that stopped "
-        "submitting, hang the job");
+    const auto& [process_set, name] = *due[i].first;
+    std::string warning = "stall: tensor '" + name + "'";
+    if (process_set != 0) warning += " of process set " + std::to_string(process_set);
+    warning += " has waited " + format_seconds(now - pending.first);
+    warning += " for rank";
+    warning += (missing.size() == 1 ? " " : "s ") + compact_ranks(missing);
+    warning += " (submitted by rank";
+    warning += (present.size() == 1 ? " " : "s ") + compact_ranks(present);
+    warning +=
+        "); ranks submitting different tensors, or a rank that stopped submitting, hang the job";
+    warnings.push_back(std::move(warning));
   }
   if (due.size() > max_named_) {
     warnings.push_back("stall: " + std::to_string(due.size() - max_named_) +

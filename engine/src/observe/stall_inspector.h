@@ -9,9 +9,11 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace threelc::engine {
@@ -24,15 +26,19 @@ class StallInspector {
   // `max_named` tensors are named per check; the rest are summed up in one more line.
   StallInspector(Clock::duration warn_after, int size, size_t max_named = 20);
 
-  // `rank` submitted `name` (again: no change). Throws std::invalid_argument for a rank outside
-  // [0, size).
-  void submitted(const std::string& name, int rank, Clock::time_point now);
+  // `rank` submitted `name` of process set `process_set` (again: no change); `members` are the
+  // ranks expected to submit it (ascending; empty: every rank, the global set). Throws
+  // std::invalid_argument for a rank outside [0, size).
+  void submitted(const std::string& name, int rank, Clock::time_point now, int32_t process_set = 0,
+                 std::span<const int32_t> members = {});
   // The tensor ran (or failed): forget it. Unknown names are ignored.
-  void finished(const std::string& name);
+  void finished(const std::string& name, int32_t process_set = 0);
 
   // Warnings, oldest tensor first, for every tensor waiting on missing ranks for warn_after or
   // more since its first submission and not warned about in the last warn_after:
   //   tensor 'grad/fc1' waited 61.0 s for ranks 1, 4-7 (submitted by ranks 0, 2-3) ...
+  // (a tensor of another process set than 0: "tensor 'grad/fc1' of process set 2 ...", its
+  // missing ranks among the set's members).
   std::vector<std::string> check(Clock::time_point now);
 
   size_t pending() const { return tensors_.size(); }
@@ -41,7 +47,8 @@ class StallInspector {
  private:
   struct Pending {
     Clock::time_point first;
-    std::vector<bool> ranks;  // submitted
+    std::vector<bool> ranks;    // submitted
+    std::vector<int> expected;  // the ranks that must submit it
     int count = 0;
     bool warned = false;
     Clock::time_point last_warning;
@@ -50,7 +57,7 @@ class StallInspector {
   Clock::duration warn_after_;
   int size_;
   size_t max_named_;
-  std::map<std::string, Pending> tensors_;
+  std::map<std::pair<int32_t, std::string>, Pending> tensors_;  // by (process set, name)
 };
 
 // A duration as stall messages write it: "61.0 s".

@@ -1,5 +1,6 @@
 #include "runtime/background_loop.h"
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <thread>
@@ -126,13 +127,35 @@ std::string BackgroundLoop::stop_transport(const std::exception& error) {
 }
 
 void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
+  // An error may concern a tensor this rank never sent (a stall timeout): it fails only what the
+  // coordinator knew of, never an operation of that name submitted since. A refusal of a
+  // submission for its process set concerns the ranks it names only.
+  const bool error = response.type == ResponseType::kError;
+  const auto& failed = response.failed_ranks;
+  if (error && !failed.empty() && std::find(failed.begin(), failed.end(), rank_) == failed.end()) {
+    return;
+  }
+  // A collective of a process set runs among its members; the others only keep their response
+  // cache in step (every rank applies every response's updates).
+  std::vector<int32_t> members;
+  if (!error && !negotiated_globally(response.kind)) {
+    const int32_t set = response.tensors[0].process_set;
+    auto known = parts_.process_sets->members(set);
+    if (!known) {
+      throw EngineError(THREELC_EINTERNAL, "rank 0 ran a " +
+                                               std::string(op_kind_name(response.kind)) + " in " +
+                                               parts_.process_sets->unknown(set) + " on this rank");
+    }
+    members = std::move(*known);
+    if (member_index(members, rank_) < 0) {
+      for (const OpRequest& t : response.tensors) cache_.use(t);
+      return;
+    }
+  }
   std::vector<std::optional<Operation>> taken;
   taken.reserve(response.tensors.size());
-  // An error may concern a tensor this rank never sent (a stall timeout): it fails only what the
-  // coordinator knew of, never an operation of that name submitted since.
-  const bool error = response.type == ResponseType::kError;
   for (const OpRequest& t : response.tensors) {
-    taken.push_back(error ? parts_.queue->take_sent(t.name) : parts_.queue->take(t.name));
+    taken.push_back(error ? parts_.queue->take_sent(key_of(t)) : parts_.queue->take(key_of(t)));
   }
   std::vector<const Operation*> local;  // after `taken` is complete: it points into it
   local.reserve(taken.size());
@@ -141,7 +164,7 @@ void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
     for (size_t i = 0; i < taken.size(); ++i) {
       if (!taken[i]) continue;
       // The name leaves the queue first: a caller woken by complete() may submit it again.
-      parts_.queue->finish(taken[i]->request.name);
+      parts_.queue->finish(key_of(taken[i]->request));
       ++parts_.counters->operations;
       parts_.handles->complete(taken[i]->handle, code, message,
                                results ? std::move((*results)[i]) : OpResult{});
@@ -149,6 +172,11 @@ void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
   };
   if (error) {
     finish(response.error_code, response.error_message, nullptr);
+    return;
+  }
+  if (response.kind == OpKind::kAddProcessSet || response.kind == OpKind::kRemoveProcessSet) {
+    std::vector<OpResult> results{change_process_sets(response)};
+    finish(THREELC_OK, "", &results);
     return;
   }
   const int64_t start_ns = steady_now_ns();
@@ -162,7 +190,7 @@ void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
   ResponseObserver observer(parts_.timeline, parts_.stats, parts_.counters, response.tensors);
   try {
     const uint64_t sent_before = parts_.stats->bytes_sent();
-    std::vector<OpResult> results = executor_.run(response, local, &observer);
+    std::vector<OpResult> results = executor_.run(response, local, &observer, members);
     report_feedback();
     size_t input_bytes = 0;
     for (const OpRequest& t : response.tensors) input_bytes += t.bytes();
@@ -178,6 +206,24 @@ void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
     throw;
   }
   for (const OpRequest& t : response.tensors) cache_.use(t);
+}
+
+OpResult BackgroundLoop::change_process_sets(const Response& response) {
+  OpResult result;
+  const OpRequest& request = response.tensors[0];
+  if (response.kind == OpKind::kAddProcessSet) {
+    parts_.process_sets->add(response.assigned_set, request.members);
+    result.process_set = response.assigned_set;
+    parts_.log->log(LogLevel::kInfo, "process set " + std::to_string(response.assigned_set) +
+                                         " added: ranks " + members_text(request.members));
+  } else {
+    parts_.process_sets->remove(request.removed_set);
+    executor_.forget_process_set(request.removed_set);
+    result.process_set = request.removed_set;
+    parts_.log->log(LogLevel::kInfo,
+                    "process set " + std::to_string(request.removed_set) + " removed");
+  }
+  return result;
 }
 
 void BackgroundLoop::report_feedback() {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "negotiation/coordinator.h"
+#include "negotiation/process_sets.h"
 #include "negotiation/response_cache.h"
 #include "observe/log.h"
 #include "observe/stats.h"
@@ -32,6 +33,9 @@ struct LoopParts {
   Timeline* timeline = nullptr;  // nullptr: no timeline on this rank
   Stats* stats = nullptr;        // always set
   TrafficCounters* counters = nullptr;
+  // This rank's table of process sets: the loop adds and removes sets as it executes their
+  // responses; framework threads read it (submission checks, threelc_process_set_*).
+  ProcessSetTable* process_sets = nullptr;
   std::chrono::milliseconds timeout{30'000};  // THREELC_TIMEOUT (the transport's)
   std::optional<HostGroups> hierarchical;     // THREELC_HIERARCHICAL in effect: the groups
 };
@@ -73,6 +77,8 @@ class BackgroundLoop {
   // return it.
   std::string stop_transport(const std::exception& error);
   void execute(const Response& response, int64_t arrived_ns);
+  // An add or remove response: this rank's table (and the executor) follow it.
+  OpResult change_process_sets(const Response& response);
   // Logs the error-feedback monitor's messages and counts its alerts in the statistics.
   void report_feedback();
 

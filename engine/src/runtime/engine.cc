@@ -53,6 +53,7 @@ Engine::Engine(HandleTable& handles)
     if (context_) context_->stop(e.what());
     throw;
   }
+  process_sets_ = std::make_unique<ProcessSetTable>(identity_.size);
   if (!settings_.timeline.empty() && identity_.rank == 0) {
     try {
       timeline_ = std::make_unique<Timeline>(settings_.timeline, identity_.rank);
@@ -82,6 +83,7 @@ Engine::Engine(HandleTable& handles)
   parts.timeline = timeline_.get();
   parts.stats = &stats_;
   parts.counters = &counters_;
+  parts.process_sets = process_sets_.get();
   parts.timeout = transport_options_.timeout;
   parts.hierarchical = hierarchical_groups();
   loop_ = std::make_unique<BackgroundLoop>(parts);
@@ -155,10 +157,10 @@ void Engine::load_feedback(std::string_view prefix, std::span<const std::byte> b
                                static_cast<uint32_t>(identity_.size), blob);
 }
 
-std::string Engine::unnamed(OpKind kind) {
+std::string Engine::unnamed(OpKind kind, int32_t process_set) {
   std::lock_guard lock(stop_mutex_);
   return std::string(op_kind_name(kind)) + ".noname." +
-         std::to_string(unnamed_counts_[static_cast<size_t>(kind)]++);
+         std::to_string(unnamed_counts_[{kind, process_set}]++);
 }
 
 Handle Engine::submit(Operation operation) {

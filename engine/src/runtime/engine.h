@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <thread>
 
+#include "negotiation/process_sets.h"
 #include "observe/log.h"
 #include "observe/stats.h"
 #include "observe/timeline.h"
@@ -44,6 +46,8 @@ class Engine {
   const EngineSettings& settings() const { return settings_; }
   HandleTable& handles() { return handles_; }
   const TrafficCounters& counters() const { return counters_; }
+  // This rank's process sets, as far as it has executed their adds and removals.
+  const ProcessSetTable& process_sets() const { return *process_sets_; }
 
   // Queues `operation` (its handle and submission time are filled in) and returns its handle.
   // Throws EngineError: THREELC_EDUPLICATE, or the code the engine stopped with.
@@ -56,9 +60,9 @@ class Engine {
   // thread, also while the background thread runs collectives, and after the engine stopped.
   size_t save_feedback(std::string_view prefix, std::span<std::byte> out);
   void load_feedback(std::string_view prefix, std::span<const std::byte> blob);
-  // "allreduce.noname.7": the n-th unnamed operation of a kind, the same on every rank that
-  // submits in the same order.
-  std::string unnamed(OpKind kind);
+  // "allreduce.noname.7": the n-th unnamed operation of a kind in a process set, the same on
+  // every member that submits in the same order.
+  std::string unnamed(OpKind kind, int32_t process_set);
 
  private:
   void run_loop();
@@ -70,6 +74,7 @@ class Engine {
   Logger log_;
   std::unique_ptr<transport::Context> context_;
   Identity identity_;
+  std::unique_ptr<ProcessSetTable> process_sets_;
   std::unique_ptr<Timeline> timeline_;
   Stats stats_;
   TrafficCounters counters_;
@@ -80,7 +85,7 @@ class Engine {
   std::mutex stop_mutex_;  // orders submissions against the loop's end
   bool stopped_ = false;
   LoopStop stop_;
-  uint64_t unnamed_counts_[kOpKindCount] = {};
+  std::map<std::pair<OpKind, int32_t>, uint64_t> unnamed_counts_;
   std::thread thread_;
   bool shut_down_ = false;
 };

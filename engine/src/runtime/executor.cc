@@ -2,12 +2,14 @@
 
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 
 #include "collectives/allgather.h"
 #include "collectives/alltoall.h"
 #include "collectives/broadcast.h"
 #include "collectives/reduce_ops.h"
 #include "collectives/reducescatter.h"
+#include "negotiation/process_sets.h"
 
 namespace threelc::engine {
 
@@ -43,7 +45,20 @@ Executor::Executor(transport::Context& context, const ExecutorOptions& options)
 
 std::vector<OpResult> Executor::run(const Response& response,
                                     std::span<const Operation* const> local,
-                                    CollectiveObserver* observer) {
+                                    CollectiveObserver* observer,
+                                    std::span<const int32_t> members) {
+  const int32_t set = response.tensors[0].process_set;
+  members_ = members;
+  if (set == kGlobalProcessSet) {
+    ranks_ = &context_;
+  } else {
+    std::unique_ptr<RankSubset>& subset = subsets_[set];
+    if (!subset) {
+      const std::vector<int> ranks(members.begin(), members.end());
+      subset = std::make_unique<RankSubset>(context_, ranks);
+    }
+    ranks_ = subset.get();
+  }
   std::vector<OpResult> results(response.tensors.size());
   switch (response.kind) {
     case OpKind::kAllreduce:
@@ -66,18 +81,31 @@ std::vector<OpResult> Executor::run(const Response& response,
     case OpKind::kJoin:
       results[0].last_joined_rank = response.last_joined_rank;
       break;
+    case OpKind::kAddProcessSet:
+    case OpKind::kRemoveProcessSet:
+      break;  // the background loop's: they change its tables, not data
   }
   return results;
+}
+
+void Executor::forget_process_set(int32_t id) {
+  subsets_.erase(id);
+  errors_.drop(feedback_prefix(id));
+}
+
+int Executor::set_rank_of(int job_rank) const {
+  return global() ? job_rank : member_index(members_, job_rank);
 }
 
 void Executor::broadcast(const Response& response, const Operation* local,
                          CollectiveObserver* observer) {
   const OpRequest& t = response.tensors[0];
   auto* out = static_cast<std::byte*>(local->output);
-  if (context_.rank() == t.root && out != local->input && t.bytes() > 0) {
+  const int root = set_rank_of(t.root);  // the root is a job rank
+  if (ranks().rank() == root && out != local->input && t.bytes() > 0) {
     std::memcpy(out, local->input, t.bytes());
   }
-  engine::broadcast(context_, std::span<std::byte>(out, t.bytes()), t.root,
+  engine::broadcast(ranks(), std::span<std::byte>(out, t.bytes()), root,
                     collective_options(options_.chunk_bytes, kBroadcastTag, observer));
 }
 
@@ -95,9 +123,9 @@ OpResult Executor::allgather(const Response& response, const Operation* local,
   result.dtype = t.dtype;
   result.shape = with_rows(t.shape, rows);
   result.data.resize(static_cast<size_t>(rows) * row_bytes);
-  const size_t mine = bytes_per_rank[static_cast<size_t>(context_.rank())];
+  const size_t mine = bytes_per_rank[static_cast<size_t>(ranks().rank())];
   const auto* input = local ? static_cast<const std::byte*>(local->input) : nullptr;
-  engine::allgatherv(context_, std::span<const std::byte>(input, input ? mine : 0), result.data,
+  engine::allgatherv(ranks(), std::span<const std::byte>(input, input ? mine : 0), result.data,
                      bytes_per_rank,
                      collective_options(options_.chunk_bytes, kAllgatherTag, observer));
   return result;
@@ -106,7 +134,9 @@ OpResult Executor::allgather(const Response& response, const Operation* local,
 OpResult Executor::reducescatter(const Response& response, const Operation* local,
                                  CollectiveObserver* observer) {
   const OpRequest& t = response.tensors[0];
-  const int size = context_.size();
+  const int size = ranks().size();
+  const int rank = ranks().rank();
+  if (size < 1) throw std::logic_error("reducescatter among no ranks");
   const int64_t rows = t.rows();
   std::vector<size_t> elements_per_rank;
   for (int r = 0; r < size; ++r) {
@@ -121,12 +151,12 @@ OpResult Executor::reducescatter(const Response& response, const Operation* loca
     scale_values(t.dtype, scaled.data(), t.element_count(), t.prescale);
     input = scaled;
   }
-  const size_t mine = elements_per_rank[static_cast<size_t>(context_.rank())];
+  const size_t mine = elements_per_rank[static_cast<size_t>(rank)];
   OpResult result;
   result.dtype = t.dtype;
-  result.shape = with_rows(t.shape, rows / size + (context_.rank() < rows % size ? 1 : 0));
+  result.shape = with_rows(t.shape, rows / size + (rank < rows % size ? 1 : 0));
   result.data.resize(mine * element_bytes);
-  engine::reducescatter(context_, input, t.dtype, t.op, elements_per_rank, result.data,
+  engine::reducescatter(ranks(), input, t.dtype, t.op, elements_per_rank, result.data,
                         collective_options(options_.chunk_bytes, kReducescatterTag, observer));
   if (t.op == ReduceOp::kAverage) divide_values(t.dtype, result.data.data(), mine, size);
   if (t.postscale != 1.0) scale_values(t.dtype, result.data.data(), mine, t.postscale);
@@ -136,8 +166,8 @@ OpResult Executor::reducescatter(const Response& response, const Operation* loca
 OpResult Executor::alltoall(const Response& response, const Operation* local,
                             CollectiveObserver* observer) {
   const OpRequest& t = response.tensors[0];
-  const auto size = static_cast<size_t>(context_.size());
-  const auto rank = static_cast<size_t>(context_.rank());
+  const auto size = static_cast<size_t>(ranks().size());
+  const auto rank = static_cast<size_t>(ranks().rank());
   const size_t row_bytes = t.row_elements() * element_size(t.dtype);
   std::vector<size_t> send_bytes(size);
   std::vector<size_t> recv_bytes(size);
@@ -155,7 +185,7 @@ OpResult Executor::alltoall(const Response& response, const Operation* local,
   result.data.resize(static_cast<size_t>(rows) * row_bytes);
   const size_t total_send = std::accumulate(send_bytes.begin(), send_bytes.end(), size_t{0});
   engine::alltoallv(
-      context_, std::span<const std::byte>(static_cast<const std::byte*>(local->input), total_send),
+      ranks(), std::span<const std::byte>(static_cast<const std::byte*>(local->input), total_send),
       send_bytes, result.data, recv_bytes,
       collective_options(options_.chunk_bytes, kAlltoallTag, observer));
   return result;

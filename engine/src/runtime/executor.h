@@ -1,5 +1,6 @@
 // Runs the collectives a cycle's responses ask for, on this rank's buffers. One per engine,
-// used only by the background thread.
+// used only by the background thread. A response of a process set other than 0 runs among the
+// set's members only (a RankSubset of the job), in the set's terms: its rank, size and root.
 #pragma once
 
 #include <chrono>
@@ -59,12 +60,15 @@ class Executor {
  public:
   Executor(transport::Context& context, const ExecutorOptions& options);
 
-  // Runs a kRun response. local[i] is this rank's operation for response.tensors[i], or
-  // nullptr where this rank has joined (it takes part with the op's identity or no rows).
-  // Returns one result per tensor. Throws transport::Error, CollectiveError or
-  // std::invalid_argument; ranks are then out of step and the engine stops.
+  // Runs a kRun response of a collective among `members` (the job ranks of the tensors'
+  // process set, ascending; this rank among them). local[i] is this rank's operation for
+  // response.tensors[i], or nullptr where this rank has joined (it takes part with the op's
+  // identity or no rows). Returns one result per tensor. Throws transport::Error,
+  // CollectiveError or std::invalid_argument; ranks are then out of step and the engine stops.
   std::vector<OpResult> run(const Response& response, std::span<const Operation* const> local,
-                            CollectiveObserver* observer);
+                            CollectiveObserver* observer, std::span<const int32_t> members);
+  // Process set `id` was removed: its ranks' view and its error feedback go.
+  void forget_process_set(int32_t id);
 
   ErrorFeedbackStore& error_feedback() { return errors_; }
   // What the error-feedback monitor found in the runs since the last call (the caller logs
@@ -105,7 +109,16 @@ class Executor {
                          CollectiveObserver* observer);
   OpResult alltoall(const Response& response, const Operation* local, CollectiveObserver* observer);
 
+  // The ranks the response being run runs among (set in run()): the job, or a process set's.
+  transport::Context& ranks() { return *ranks_; }
+  // The job rank `job_rank`'s index among them.
+  int set_rank_of(int job_rank) const;
+  bool global() const { return ranks_ == &context_; }
+
   transport::Context& context_;
+  transport::Context* ranks_ = &context_;
+  std::span<const int32_t> members_;                        // of the response being run
+  std::map<int32_t, std::unique_ptr<RankSubset>> subsets_;  // by process set id
   ExecutorOptions options_;
   ErrorFeedbackStore errors_;
   FeedbackMonitor feedback_;

@@ -51,11 +51,11 @@ void Executor::host_allreduce(const Response& response, std::span<const Operatio
                               CollectiveObserver* observer) {
   const OpRequest& shape = response.tensors[0];
   const ElementType dtype = shape.dtype;
-  const int size = context_.size();
+  const int size = ranks().size();
   std::vector<TensorSlice> slices;
   size_t total = 0;
   for (const OpRequest& t : response.tensors) {
-    slices.push_back({t.name, total, t.element_count()});
+    slices.push_back({feedback_key(t.process_set, t.name), total, t.element_count()});
     total += t.element_count();
   }
   // The type the reduction works in: fp32 for 3LC, the tensors' own otherwise.
@@ -65,8 +65,8 @@ void Executor::host_allreduce(const Response& response, std::span<const Operatio
   const bool in_place = response.tensors.size() == 1 && local[0] != nullptr &&
                         (!shape.compress || dtype == ElementType::kFloat32);
   // push_pull can read the input and write the output itself, saving a copy of the input.
-  const bool direct = in_place && shape.compress && !options_.ring && !options_.hierarchical &&
-                      shape.prescale == 1.0;
+  const bool direct = in_place && shape.compress && !options_.ring &&
+                      !(options_.hierarchical && global()) && shape.prescale == 1.0;
   std::byte* buffer = nullptr;
   if (in_place) {
     buffer = static_cast<std::byte*>(local[0]->output);
@@ -107,7 +107,7 @@ void Executor::host_allreduce(const Response& response, std::span<const Operatio
     options.tag_base = kRawAllreduceTag;
     options.observer = observer;
     options.workspace = &workspace_;
-    allreduce_raw(context_, std::span<std::byte>(buffer, total * element_bytes), dtype, shape.op,
+    allreduce_raw(ranks(), std::span<std::byte>(buffer, total * element_bytes), dtype, shape.op,
                   slices, options);
   }
 
@@ -137,14 +137,15 @@ void Executor::host_compressed_sum(const OpRequest& shape, std::span<const float
                                    CollectiveObserver* observer) {
   // Hierarchically, this rank compresses only the pieces of tensors in its segment, each
   // with its own residual; the cross group decides whether anything is compressed at all.
+  // The host groups are the job's: a process set other than 0 runs flat.
   std::optional<HierarchicalSegment> segment;
-  if (options_.hierarchical) {
+  if (options_.hierarchical && global()) {
     segment = hierarchical_segment(slices, values.size(), options_.hierarchical->local.size(),
                                    static_cast<size_t>(options_.hierarchical->local_index));
   }
   const std::span<const TensorSlice> compressed =
       segment ? std::span<const TensorSlice>(segment->slices) : slices;
-  transport::Context& across = segment ? *cross_ranks_ : context_;
+  transport::Context& across = segment ? *cross_ranks_ : ranks();
 
   std::vector<FeedbackSample> feedback;
   PushPullOptions options =
@@ -171,7 +172,7 @@ void Executor::host_compressed_sum(const OpRequest& shape, std::span<const float
                        sum(*cross_ranks_, in, out, segment->slices);
                      });
   } else {
-    sum(context_, input, values, slices);
+    sum(ranks(), input, values, slices);
   }
   update.done();
   feedback_done(shape, compressed, feedback);

@@ -25,6 +25,7 @@ struct OpResult {
   std::vector<int64_t> shape;
   std::vector<int64_t> received_splits;  // alltoall
   int last_joined_rank = -1;             // join
+  int32_t process_set = -1;              // add_process_set: the new set's id
 };
 
 class HandleTable {

@@ -20,6 +20,10 @@ const char* op_kind_name(OpKind kind) {
       return "barrier";
     case OpKind::kJoin:
       return "join";
+    case OpKind::kAddProcessSet:
+      return "add_process_set";
+    case OpKind::kRemoveProcessSet:
+      return "remove_process_set";
   }
   return "unknown";
 }
@@ -39,6 +43,16 @@ size_t OpRequest::row_elements() const {
 std::string describe(const OpRequest& r) {
   std::ostringstream out;
   out << op_kind_name(r.kind);
+  if (r.kind == OpKind::kAddProcessSet) {
+    out << " of ranks [";
+    for (size_t i = 0; i < r.members.size(); ++i) out << (i ? ", " : "") << r.members[i];
+    out << ']';
+    return out.str();
+  }
+  if (r.kind == OpKind::kRemoveProcessSet) {
+    out << ' ' << r.removed_set;
+    return out.str();
+  }
   if (r.kind == OpKind::kBarrier || r.kind == OpKind::kJoin) return out.str();
   out << ' ' << element_type_name(r.dtype) << " [";
   for (size_t i = 0; i < r.shape.size(); ++i) out << (i ? ", " : "") << r.shape[i];
@@ -62,6 +76,19 @@ std::string describe(const OpRequest& r) {
     out << ']';
   }
   return out.str();
+}
+
+std::string quoted(const OpKey& key) {
+  std::string out = "'" + key.name + "'";
+  if (key.process_set != kGlobalProcessSet) {
+    out += " (process set " + std::to_string(key.process_set) + ")";
+  }
+  return out;
+}
+
+bool negotiated_globally(OpKind kind) {
+  return kind == OpKind::kJoin || kind == OpKind::kAddProcessSet ||
+         kind == OpKind::kRemoveProcessSet;
 }
 
 }  // namespace threelc::engine

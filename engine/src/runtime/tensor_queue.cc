@@ -7,15 +7,14 @@ namespace threelc::engine {
 
 void TensorQueue::submit(Operation operation) {
   std::unique_lock lock(mutex_);
-  const std::string& name = operation.request.name;
-  if (in_flight_.count(name) != 0) {
+  OpKey key = key_of(operation.request);
+  if (in_flight_.count(key) != 0) {
     throw EngineError(THREELC_EDUPLICATE, "a " + std::string(op_kind_name(operation.request.kind)) +
-                                              " of tensor '" + name +
-                                              "' is already in flight on this rank");
+                                              " of tensor " + quoted(key) +
+                                              " is already in flight on this rank");
   }
   new_.push_back(operation.request);
-  // The key is copied before the operation (and with it `name`) is moved.
-  in_flight_[name].operation.emplace(std::move(operation));
+  in_flight_[std::move(key)].operation.emplace(std::move(operation));
   lock.unlock();
   submitted_.notify_all();
 }
@@ -26,20 +25,18 @@ std::vector<OpRequest> TensorQueue::take_new() {
   out.swap(new_);
   flush_ = false;
   for (const OpRequest& r : out) {
-    if (const auto it = in_flight_.find(r.name); it != in_flight_.end()) it->second.sent = true;
+    if (const auto it = in_flight_.find(key_of(r)); it != in_flight_.end()) it->second.sent = true;
   }
   return out;
 }
 
-std::optional<Operation> TensorQueue::take(const std::string& name) { return take_if(name, false); }
+std::optional<Operation> TensorQueue::take(const OpKey& key) { return take_if(key, false); }
 
-std::optional<Operation> TensorQueue::take_sent(const std::string& name) {
-  return take_if(name, true);
-}
+std::optional<Operation> TensorQueue::take_sent(const OpKey& key) { return take_if(key, true); }
 
-std::optional<Operation> TensorQueue::take_if(const std::string& name, bool sent_only) {
+std::optional<Operation> TensorQueue::take_if(const OpKey& key, bool sent_only) {
   std::lock_guard lock(mutex_);
-  const auto it = in_flight_.find(name);
+  const auto it = in_flight_.find(key);
   if (it == in_flight_.end() || !it->second.operation) return std::nullopt;
   if (sent_only && !it->second.sent) return std::nullopt;
   std::optional<Operation> out = std::move(it->second.operation);
@@ -47,15 +44,15 @@ std::optional<Operation> TensorQueue::take_if(const std::string& name, bool sent
   return out;
 }
 
-void TensorQueue::finish(const std::string& name) {
+void TensorQueue::finish(const OpKey& key) {
   std::lock_guard lock(mutex_);
-  in_flight_.erase(name);
+  in_flight_.erase(key);
 }
 
 std::vector<Operation> TensorQueue::take_all() {
   std::lock_guard lock(mutex_);
   std::vector<Operation> out;
-  for (auto& [name, entry] : in_flight_) {
+  for (auto& [key, entry] : in_flight_) {
     if (entry.operation) out.push_back(std::move(*entry.operation));
   }
   in_flight_.clear();

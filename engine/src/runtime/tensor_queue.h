@@ -1,4 +1,5 @@
-// Operations submitted by framework threads and not finished yet, by name. Framework threads
+// Operations submitted by framework threads and not finished yet, by (process set, name): the
+// same name may be in flight in two process sets. Framework threads
 // submit; the background thread takes the new requests once per cycle, takes an operation when
 // its response runs, and finishes it. Thread-safe.
 #pragma once
@@ -18,17 +19,18 @@ namespace threelc::engine {
 
 class TensorQueue {
  public:
-  // Throws EngineError(THREELC_EDUPLICATE) when an operation of that name is in flight.
+  // Throws EngineError(THREELC_EDUPLICATE) when an operation of that name is in flight in its
+  // process set.
   void submit(Operation operation);
   // Requests submitted since the last call, in submission order.
   std::vector<OpRequest> take_new();
-  // The operation of `name` (it stays in flight until finish); nullopt if none.
-  std::optional<Operation> take(const std::string& name);
+  // The operation of `key` (it stays in flight until finish); nullopt if none.
+  std::optional<Operation> take(const OpKey& key);
   // The same, but only once take_new has handed out its request (the coordinator knows of it):
   // an error response for a tensor this rank had not sent (a stall timeout) must not fail an
   // operation of that name submitted since.
-  std::optional<Operation> take_sent(const std::string& name);
-  void finish(const std::string& name);
+  std::optional<Operation> take_sent(const OpKey& key);
+  void finish(const OpKey& key);
   // Every operation still in flight (for failing them at shutdown); empties the queue.
   std::vector<Operation> take_all();
   // Blocks while nothing is in flight on this rank (no operation submitted and unfinished),
@@ -49,11 +51,11 @@ class TensorQueue {
     std::optional<Operation> operation;  // empty once taken
     bool sent = false;                   // its request was handed out by take_new
   };
-  std::optional<Operation> take_if(const std::string& name, bool sent_only);
+  std::optional<Operation> take_if(const OpKey& key, bool sent_only);
 
   std::mutex mutex_;
   std::condition_variable submitted_;
-  std::unordered_map<std::string, Entry> in_flight_;
+  std::unordered_map<OpKey, Entry, OpKeyHash> in_flight_;
   std::vector<OpRequest> new_;
   bool flush_ = false;  // flush() was called since the last take_new
 };

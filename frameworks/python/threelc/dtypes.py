@@ -17,10 +17,10 @@ import numpy as np
 
 __all__ = ["DTYPES", "BFLOAT16", "NUMPY_CODES", "DTypeLike", "dtype_code"]
 
-# threelc_dtype: name -> code, in the enum's order.
+# threelc_dtype: name -> code, in the enum's order (the codes are the ABI's: new types go last).
 DTYPES = {
     "uint8": 0, "int8": 1, "int32": 2, "int64": 3,
-    "float16": 4, "bfloat16": 5, "float32": 6, "float64": 7,
+    "float16": 4, "bfloat16": 5, "float32": 6, "float64": 7, "int16": 8,
 }
 BFLOAT16 = DTYPES["bfloat16"]  # numpy has no bfloat16: its arrays carry the bits as 16-bit ints
 NUMPY_CODES = {np.dtype(name): code for name, code in DTYPES.items() if code != BFLOAT16}
@@ -54,7 +54,6 @@ def dtype_code(array: np.ndarray, dtype: DTypeLike = None) -> int:
     if code is None:
         hint = (" (for bfloat16 pass the bits as uint16 with dtype='bfloat16')"
                 if adt == np.dtype(np.uint16) else "")
-        raise TypeError(f"array dtype {adt} is not supported: expected uint8, int8, int32, "
-                        f"int64, float16, float32, float64 or bfloat16 in native byte "
-                        f"order{hint}")
+        raise TypeError(f"array dtype {adt} is not supported: expected one of "
+                        f"{', '.join(DTYPES)} in native byte order{hint}")
     return code

@@ -15,8 +15,8 @@
     hvd.shutdown()
 
 Every function takes any array-like (a non-contiguous array is copied first) and returns new
-arrays; the input is never modified. The element types are the engine's: uint8, int8, int32,
-int64, float16, float32, float64, and bfloat16 as uint16 bit patterns with
+arrays; the input is never modified. The element types are the engine's: uint8, int8, int16,
+int32, int64, float16, float32, float64, and bfloat16 as uint16 bit patterns with
 ``dtype="bfloat16"``. Errors raise :class:`threelc.ThreelcError` (``code`` is the
 THREELC_E* value). ``*_async`` variants return a :class:`threelc.engine.Handle`;
 ``synchronize(handle)`` waits for it and returns its result.

@@ -87,6 +87,8 @@ def case_dtypes_ops():
         if dtype_name in ("uint8", "int8"):
             lo, hi = (0, 8) if dtype_name == "uint8" else (-4, 4)
             pre, post = 2.0, 3.0  # integer factors: no rounding question for integers
+        elif dtype_name == "int16":  # |sum| * 6 <= 30000
+            lo, hi, pre, post = -(5000 // SIZE), 5000 // SIZE, 2.0, 3.0
         elif dtype_name in ("int32", "int64"):
             lo, hi, pre, post = -1000, 1000, 2.0, 3.0
         else:

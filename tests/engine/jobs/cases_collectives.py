@@ -77,7 +77,7 @@ def case_collectives():
     n = SIZE
     # broadcast
     for root in range(n):
-        for dtype_name in ("float32", "int64", "uint8", "bfloat16", "float16"):
+        for dtype_name in ("float32", "int64", "uint8", "int16", "bfloat16", "float16"):
             shape = (3, 4)
             mine, dt = make(dtype_name, ints(RANK, shape, 0, 100, salt=root))
             want, _ = make(dtype_name, ints(root, shape, 0, 100, salt=root))
@@ -87,7 +87,8 @@ def case_collectives():
                          "broadcast must not modify its input")
     # allgather: first dimensions 3, 0, 5, 1, 2 (rank 1 contributes nothing)
     rows = [3, 0, 5, 1, 2]
-    for dtype_name, tail in (("float32", (3,)), ("int8", ()), ("float64", (2, 2))):
+    for dtype_name, tail in (("float32", (3,)), ("int8", ()), ("int16", (2,)),
+                             ("float64", (2, 2))):
         parts = [make(dtype_name, ints(r, (rows[r],) + tail, -100, 100, salt=7))[0]
                  for r in range(n)]
         got = hvd.allgather(parts[RANK], name=f"ag/{dtype_name}")

@@ -99,7 +99,7 @@ def test_sizes_ring(n):
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
 def test_dtypes_and_ops(n):
     job = assert_ok(run_job(n, "dtypes_ops"))
-    assert len(job.hashes()[0]) == 8 * 6, job.describe()
+    assert len(job.hashes()[0]) == 9 * 6, job.describe()  # 9 dtypes (worker_data.DTYPE_NAMES)
 
 
 def test_50m_elements():
@@ -303,3 +303,16 @@ def test_feedback_checkpoint_resumes_bit_for_bit(n, algorithm):
     rank's blob is EINVAL, a damaged one EMALFORMED, neither changes anything."""
     job = assert_ok(run_job(n, "feedback_checkpoint", env={"THREELC_ALLREDUCE": algorithm}))
     assert len(job.hashes()[0]) == 4 * 3, job.describe()
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_process_sets(n):
+    """Two disjoint process sets (even and odd ranks) run allreduce (raw and 3LC), allgather,
+    broadcast, alltoall, reducescatter and barrier at once under the same names, checked
+    against exact references; refusals (a non-member, a root outside the set, a set added
+    twice, a removed set) name the set and the rank; 3LC error feedback is kept per set. The
+    sets' results differ, so the cross-rank checks run inside the job (expect_hashes=False)."""
+    job = assert_ok(run_job(n, "process_sets", env={"THREELC_LOG_LEVEL": "info"}),
+                    expect_hashes=False)
+    added = [l for l in job.stderr.splitlines() if "process set 1 added: ranks" in l]
+    assert len(added) == n, job.describe()

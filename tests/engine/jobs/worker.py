@@ -8,7 +8,8 @@ Every case checks its own results against numpy references and exits non-zero wi
     DONE <case>                                     the case ran to its end on this rank
 
 The cases live in modules by topic: cases_allreduce.py, cases_collectives.py,
-cases_lifecycle.py, cases_observability.py, cases_feedback_checkpoint.py; what they share in
+cases_lifecycle.py, cases_observability.py, cases_feedback_checkpoint.py,
+cases_process_sets.py; what they share in
 worker_checks.py (this rank, checks, the printed lines) and worker_data.py (data, references,
 3LC's bounds).
 """
@@ -27,6 +28,7 @@ from cases_feedback_checkpoint import case_feedback_checkpoint
 from cases_lifecycle import case_api, case_bad_env, case_dead_peer, case_shutdown
 from cases_observability import (case_feedback_nan, case_feedback_runaway, case_flush,
                                  case_stall, case_stall_timeout, case_stats, case_timeline)
+from cases_process_sets import case_process_sets
 from worker_checks import RANK, Fail, out
 
 CASE = sys.argv[1] if len(sys.argv) > 1 else "?"
@@ -54,6 +56,7 @@ CASES = {
     "feedback_nan": case_feedback_nan,
     "feedback_checkpoint": case_feedback_checkpoint,
     "hierarchical": case_hierarchical,
+    "process_sets": case_process_sets,
 }
 
 

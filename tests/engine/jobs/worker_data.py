@@ -39,7 +39,8 @@ def from_bf16(bits):
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
-DTYPE_NAMES = ["uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
+DTYPE_NAMES = ["uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
+               "float64"]
 
 
 def make(dtype_name, values):
@@ -118,7 +119,8 @@ def op_data(dtype_name, op, shape, rank, salt):
         vals = [v + (c * (n - 1) if r == 0 else -c) for r in range(n)]
         return vals, v.astype(np.float64)
     if op in ("min", "max"):
-        lo, hi = {"uint8": (0, 255), "int8": (-128, 127), "float16": (-2000, 2000),
+        lo, hi = {"uint8": (0, 255), "int8": (-128, 127), "int16": (-32768, 32767),
+                  "float16": (-2000, 2000),
                   "bfloat16": (-128, 128)}.get(dtype_name, (-100000, 100000) if wide else None)
         vals = [ints(r, shape, lo, hi, salt) for r in range(n)]
         f = np.min if op == "min" else np.max

@@ -1,16 +1,18 @@
-"""Gradients of the differentiable collectives against the analytic values documented in
-threelc/torch/autograd.py:
+"""Gradients of the differentiable collectives against Horovod's (horovod.torch's backward
+passes, threelc/torch/autograd.py), computed here from every rank's incoming gradient:
 
-- allreduce: the same allreduce (op, prescale, postscale) of the incoming gradient;
+- allreduce: the same allreduce (op, prescale, postscale) of the incoming gradients;
 - grouped allreduce: the same, for every tensor of the group;
-- allgather: the sum of the incoming gradients over the ranks, this rank's rows of it;
-- broadcast: the sum of the incoming gradients on the root rank, zeros elsewhere;
-- alltoall: the alltoall of the incoming gradient back along the received splits;
-- reducescatter: the allgather of the incoming gradients, times prescale * postscale (and
-  divided by size() for Average).
+- allgather: the mean over the ranks of the incoming gradients, this rank's rows of it;
+- broadcast: the mean over the ranks of the incoming gradients on the root rank, zeros
+  elsewhere;
+- alltoall: the incoming gradients sent back along the received splits;
+- reducescatter: every rank's incoming gradient, concatenated, times prescale * postscale, and
+  times size() for Sum (not divided for Average).
 
 Each rank's loss is sum(output * w_rank) with rank-seeded integer weights w, so the incoming
-gradient of rank r is w_r, which every rank can recompute.
+gradient of rank r is w_r, which every rank can recompute. The backward passes are
+differentiable too (create_graph=True), as Horovod's are.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 import torch
 
 import threelc.torch as hvd
-from support.torch_helpers import (assert_same, dtype_id, ints, op_data, op_id, rank,
+from support.torch_helpers import (assert_same, catch, dtype_id, ints, op_data, op_id, rank,
                                    reduce_reference, rows_of, size)
 
 GRAD_DTYPES = [torch.float32, torch.float64]
@@ -33,6 +35,11 @@ def weights(salt, shape, dtype, n=None):
 
 def leaf(t):
     return t.clone().requires_grad_()
+
+
+def mean(per_rank):
+    """The mean over the ranks (the sum of integers is exact; one division)."""
+    return torch.stack(per_rank).sum(0) / len(per_rank)
 
 
 @pytest.mark.parametrize("scales", [(1.0, 1.0), (0.5, 3.0)], ids=["unscaled", "scaled"])
@@ -86,24 +93,26 @@ def test_allgather_grad(dtype, names, salt):
     total = sum(r + 1 for r in range(n))
     ws = weights(salt + 1, (total, 3), dtype)
     x = leaf(inputs[me])
-    y = hvd.allgather(x, name=names("y"))
+    y = hvd.allgather(x, name=names("y"), process_set=hvd.global_process_set)
     (y * ws[me]).sum().backward()
     offset = sum(r + 1 for r in range(me))
-    summed = torch.stack(ws).sum(0)
     assert_same(y.detach(), torch.cat(inputs), "allgather forward")
-    assert_same(x.grad, summed[offset:offset + me + 1], "allgather gradient")
+    assert_same(x.grad, mean(ws)[offset:offset + me + 1], "allgather gradient")
 
 
 @pytest.mark.parametrize("dtype", GRAD_DTYPES, ids=dtype_id)
 def test_broadcast_grad(dtype, names, salt):
     n, me = size(), rank()
+    results = []  # every root's collectives first, the checks after them
     for root in range(n):
         inputs = [ints(salt + root, r, (2, 3), -9, 9).to(dtype) for r in range(n)]
         ws = weights(salt + 100 + root, (2, 3), dtype)
         x = leaf(inputs[me])
-        y = hvd.broadcast(x, root, name=names(f"root{root}"))
+        y = hvd.broadcast(x, root, name=names(f"root{root}"), process_set=hvd.global_process_set)
         (y * ws[me]).sum().backward()
-        want = torch.stack(ws).sum(0) if me == root else torch.zeros((2, 3), dtype=dtype)
+        results.append((root, inputs, ws, x, y))
+    for root, inputs, ws, x, y in results:
+        want = mean(ws) if me == root else torch.zeros((2, 3), dtype=dtype)
         assert_same(y.detach(), inputs[root], f"broadcast forward, root {root}")
         assert_same(x.grad, want, f"broadcast gradient, root {root}")
 
@@ -145,7 +154,7 @@ def test_alltoall_grad(dtype, with_splits, names, salt):
 
 @pytest.mark.parametrize("scales", [(1.0, 1.0), (0.5, 3.0)], ids=["unscaled", "scaled"])
 @pytest.mark.parametrize("op", [hvd.Sum, hvd.Average], ids=op_id)
-@pytest.mark.parametrize("dtype", GRAD_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("dtype", [torch.float16] + GRAD_DTYPES, ids=dtype_id)
 def test_reducescatter_grad(dtype, op, scales, names, salt):
     n, me = size(), rank()
     pre, post = scales
@@ -155,10 +164,10 @@ def test_reducescatter_grad(dtype, op, scales, names, salt):
     ws = [ints(salt + 1, r, (parts[r][1], 2), -5, 5).to(dtype) for r in range(n)]
     x = leaf(inputs[me])
     y = hvd.reducescatter(x, name=names("y"), op=op, prescale_factor=pre,
-                          postscale_factor=post)
+                          postscale_factor=post, process_set=hvd.global_process_set)
     (y * ws[me]).sum().backward()
     offset, count = parts[me]
-    scale = pre * post / (n if int(op) == int(hvd.Average) else 1)
+    scale = pre * post * (n if int(op) == int(hvd.Sum) else 1)
     full = reduce_reference(inputs, op, pre, post)
     assert_same(y.detach(), full[offset:offset + count], "reducescatter forward")
     assert_same(x.grad, torch.cat(ws) * scale, "reducescatter gradient")
@@ -182,3 +191,57 @@ def test_allreduce_grad_with_compression(compression, names, salt):
         want = reduce_reference(ws, hvd.Average)
     assert y.dtype == torch.float32 and x.grad.dtype == torch.float32
     assert_same(x.grad, want, f"gradient ({compression})")
+
+
+def test_allreduce_second_derivative(names, salt):
+    """create_graph=True: the backward's allreduce is differentiable. With y the Sum allreduce
+    of x and every rank's loss sum(y * y) / 2, the gradient is the Sum allreduce of the
+    incoming y's, n y; the gradient of that gradient's sum is the Sum allreduce of n ones (as
+    the ones reach y's backward, n times over), n * n."""
+    n = size()
+    inputs = op_data(salt, (4,), torch.float64, hvd.Sum)
+    x = leaf(inputs[rank()])
+    y = hvd.allreduce(x, name=names("y"), op=hvd.Sum)
+    (grad,) = torch.autograd.grad((y * y).sum() / 2, x, create_graph=True)
+    _, error = catch(lambda: grad.sum().backward())
+    assert error is None, f"the gradient is not differentiable: {error!r}"
+    assert_same(grad.detach(), n * torch.stack(inputs).sum(0), "first derivative")
+    assert_same(x.grad, torch.full((4,), float(n * n), dtype=torch.float64), "second derivative")
+
+
+def _collective(kind, x, name):
+    """(outputs, inputs) of the differentiable collective `kind` of `x` (grouped: of `x` and
+    a second leaf)."""
+    if kind == "allreduce":
+        return [hvd.allreduce(x, name=name)], [x]
+    if kind == "allgather":
+        return [hvd.allgather(x, name=name)], [x]
+    if kind == "broadcast":
+        return [hvd.broadcast(x, 0, name=name)], [x]
+    if kind == "alltoall":
+        return [hvd.alltoall(x, name=name)], [x]
+    if kind == "reducescatter":
+        return [hvd.reducescatter(x, name=name, op=hvd.Sum)], [x]
+    xs = [x, (x * 2).detach().requires_grad_()]
+    grouped = {"grouped_allreduce": hvd.grouped_allreduce, "grouped_allgather":
+               hvd.grouped_allgather, "grouped_reducescatter": hvd.grouped_reducescatter}
+    return grouped[kind](xs, name=name), xs
+
+
+@pytest.mark.parametrize("kind", ["allreduce", "grouped_allreduce", "allgather",
+                                  "grouped_allgather", "broadcast", "alltoall", "reducescatter",
+                                  "grouped_reducescatter"])
+def test_gradient_is_differentiable(kind, names, salt):
+    """Every collective's backward runs the differentiable collectives, as Horovod's: with
+    create_graph=True the gradient of a loss quadratic in the output has a graph back to the
+    input, and a second backward pass through it runs on every rank."""
+    x = leaf(ints(salt, rank(), (2 * size(), 3), -5, 5).double())
+    outputs, inputs = _collective(kind, x, names("y"))
+    loss = sum((y * y).sum() for y in outputs)
+    grads = torch.autograd.grad(loss, inputs, create_graph=True)
+    graphs = [g.requires_grad for g in grads]
+    _, error = catch(lambda: sum(g.sum() for g in grads).backward()) if all(graphs) \
+        else (None, None)
+    assert all(graphs), f"{kind}: a gradient without a graph ({graphs})"
+    assert error is None, f"{kind}: the second backward pass failed: {error!r}"
+    assert x.grad is not None and x.grad.shape == x.shape

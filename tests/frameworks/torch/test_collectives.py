@@ -18,7 +18,7 @@ def move_data(salt, r, shape, dtype):
     """Rank r's values for the collectives that only move data (any dtype, bool too)."""
     if dtype == torch.bool:
         return ints(salt, r, shape, 0, 1).bool()
-    lo, hi = (0, 200) if dtype == torch.uint8 else (-100, 100)
+    lo, hi = {torch.uint8: (0, 200), torch.int16: (-30000, 30000)}.get(dtype, (-100, 100))
     return ints(salt, r, shape, lo, hi).to(dtype)
 
 

@@ -127,11 +127,12 @@ def test_threelc_grouped_and_non_contiguous(compression, names, salt):
     check_3lc(out[1], b, hvd.Average, s, "grouped_allreduce[1]", names("g1"))
 
 
-@pytest.mark.parametrize("case", ["int32", "min_op", "small_float"])
+@pytest.mark.parametrize("case", ["int32", "int16", "min_op", "small_float"])
 def test_threelc_leaves_what_it_cannot_compress_exact(case, names, salt):
     """Integers, ops other than Sum/Average and tensors under THREELC_MIN_COMPRESS_BYTES
     travel raw even when 3LC is asked for."""
     dtype, op, shape = {"int32": (torch.int32, hvd.Sum, (BIG,)),
+                        "int16": (torch.int16, hvd.Average, (BIG,)),
                         "min_op": (torch.float32, hvd.Min, (BIG,)),
                         "small_float": (torch.float32, hvd.Average,
                                         (MIN_COMPRESS_BYTES // 4 - 1,))}[case]

@@ -1,5 +1,6 @@
 """Errors. Arguments refused before anything is submitted (TypeError, ValueError, ...: the
-same on every rank); a shape, dtype, op or root mismatch across ranks under one name
+same on every rank; the engine's refusals of arguments are InvalidArgumentError, a ValueError
+as in Horovod); a shape, dtype, op or root mismatch across ranks under one name
 (ThreelcError EMISMATCH on every rank, naming the tensor); a name mismatch (rank-dependent
 names: EMISMATCH after THREELC_STALL_TIMEOUT on every rank, naming both names). After each
 error the next operation works, also under the failed name."""
@@ -36,20 +37,22 @@ LOCAL_ERRORS = {
     "reducescatter-bool": (TypeError,
                            lambda: hvd.reducescatter(torch.ones(4, dtype=torch.bool))),
     "push_pull-bool": (TypeError, lambda: hvd.push_pull(torch.ones(3, dtype=torch.bool))),
-    "allreduce-int16": (TypeError, lambda: hvd.allreduce(torch.ones(3, dtype=torch.int16))),
-    "allreduce_-int16": (TypeError, lambda: hvd.allreduce_(torch.ones(3, dtype=torch.int16))),
-    "grouped_allreduce_-int16": (TypeError, lambda: hvd.grouped_allreduce_(
-        [torch.ones(3, dtype=torch.int16)])),
-    "allgather-int16": (TypeError, lambda: hvd.allgather(torch.ones(3, dtype=torch.int16))),
-    "broadcast-int16": (TypeError, lambda: hvd.broadcast(torch.ones(3, dtype=torch.int16), 0)),
-    "broadcast_-int16": (TypeError,
-                         lambda: hvd.broadcast_(torch.ones(3, dtype=torch.int16), 0)),
-    "alltoall-int16": (TypeError, lambda: hvd.alltoall(
-        torch.ones(2 * size(), dtype=torch.int16))),
-    "reducescatter-int16": (TypeError,
-                            lambda: hvd.reducescatter(torch.ones(4, dtype=torch.int16))),
     "allreduce-complex": (TypeError,
                           lambda: hvd.allreduce(torch.ones(3, dtype=torch.complex64))),
+    "allreduce_-complex": (TypeError,
+                           lambda: hvd.allreduce_(torch.ones(3, dtype=torch.complex64))),
+    "grouped_allreduce_-complex": (TypeError, lambda: hvd.grouped_allreduce_(
+        [torch.ones(3, dtype=torch.complex64)])),
+    "allgather-complex": (TypeError,
+                          lambda: hvd.allgather(torch.ones(3, dtype=torch.complex64))),
+    "broadcast-complex": (TypeError,
+                          lambda: hvd.broadcast(torch.ones(3, dtype=torch.complex64), 0)),
+    "broadcast_-complex": (TypeError,
+                           lambda: hvd.broadcast_(torch.ones(3, dtype=torch.complex64), 0)),
+    "alltoall-complex": (TypeError, lambda: hvd.alltoall(
+        torch.ones(2 * size(), dtype=torch.complex64))),
+    "reducescatter-complex": (TypeError,
+                              lambda: hvd.reducescatter(torch.ones(4, dtype=torch.complex64))),
     "allreduce-sparse": (TypeError, lambda: hvd.allreduce(torch.ones(3).to_sparse())),
     "allreduce-not-a-tensor": (TypeError, lambda: hvd.allreduce([1.0, 2.0])),
     "broadcast-not-a-tensor": (TypeError, lambda: hvd.broadcast(3, 0)),
@@ -59,29 +62,49 @@ LOCAL_ERRORS = {
     "allreduce-nul-in-name": (ValueError, lambda: hvd.allreduce(torch.ones(3), name="a\0b")),
     "allreduce-name-not-str": (TypeError, lambda: hvd.allreduce(torch.ones(3), name=5)),
     "allreduce-9-dims": (ValueError, lambda: hvd.allreduce(torch.ones([1] * 9))),
-    "allreduce-infinite-prescale": (hvd.ThreelcError, lambda: hvd.allreduce(
+    "allreduce-infinite-prescale": (hvd.InvalidArgumentError, lambda: hvd.allreduce(
         torch.ones(3), prescale_factor=float("inf"))),
     "reducescatter-bad-op": (ValueError, lambda: hvd.reducescatter(torch.ones(4), op=7)),
-    "broadcast-root-too-large": (hvd.ThreelcError, lambda: hvd.broadcast(torch.ones(2), size())),
-    "broadcast_-root-negative": (hvd.ThreelcError, lambda: hvd.broadcast_(torch.ones(2), -1)),
+    # Horovod's Adasum exists by name; threelc has no such reduction
+    "allreduce-adasum": (NotImplementedError,
+                         lambda: hvd.allreduce(torch.ones(3), op=hvd.Adasum)),
+    "grouped_allreduce-adasum": (NotImplementedError,
+                                 lambda: hvd.grouped_allreduce([torch.ones(3)], op=hvd.Adasum)),
+    "reducescatter-adasum": (NotImplementedError,
+                             lambda: hvd.reducescatter(torch.ones(4), op=hvd.Adasum)),
+    "grouped_reducescatter-adasum": (NotImplementedError, lambda: hvd.grouped_reducescatter(
+        [torch.ones(4)], op=hvd.Adasum)),
+    "optimizer-adasum": (NotImplementedError, lambda: hvd.DistributedOptimizer(
+        torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1), op=hvd.Adasum)),
+    "broadcast-root-too-large": (hvd.InvalidArgumentError, lambda: hvd.broadcast(torch.ones(2), size())),
+    "broadcast_-root-negative": (hvd.InvalidArgumentError, lambda: hvd.broadcast_(torch.ones(2), -1)),
     "allgather-0d": (ValueError, lambda: hvd.allgather(torch.tensor(1.0))),
     "alltoall-0d": (ValueError, lambda: hvd.alltoall(torch.tensor(1.0))),
     "reducescatter-0d": (ValueError, lambda: hvd.reducescatter(torch.tensor(1.0))),
     "grouped_allreduce-empty": (ValueError, lambda: hvd.grouped_allreduce([])),
     "grouped_allreduce_async-empty": (ValueError, lambda: hvd.grouped_allreduce_async([])),
-    "allreduce-process-set": (NotImplementedError,
+    "allreduce-process-set": (TypeError,
                               lambda: hvd.allreduce(torch.ones(3), process_set=object())),
-    "process-set-subset": (NotImplementedError, lambda: hvd.ProcessSet([0])),
+    "process-set-not-added": (ValueError, lambda: hvd.allreduce(
+        torch.ones(3), process_set=hvd.ProcessSet([0]))),
     "synchronize-not-a-handle": (TypeError, lambda: hvd.synchronize(None)),
-    "alltoall-nsplits": (hvd.ThreelcError, lambda: hvd.alltoall(
+    "alltoall-nsplits": (hvd.InvalidArgumentError, lambda: hvd.alltoall(
         torch.ones(size() + 1), splits=[1] * (size() + 1))),
-    "alltoall-splits-sum": (hvd.ThreelcError, lambda: hvd.alltoall(
+    "alltoall-splits-sum": (hvd.InvalidArgumentError, lambda: hvd.alltoall(
         torch.ones(5), splits=[1] * size())),
-    "alltoall-indivisible": (hvd.ThreelcError, lambda: hvd.alltoall(
+    "alltoall-indivisible": (hvd.InvalidArgumentError, lambda: hvd.alltoall(
         torch.ones(size() + 1)) if size() > 1 else hvd.alltoall(torch.ones(1), splits=[-1])),
-    "alltoall-negative-split": (hvd.ThreelcError, lambda: hvd.alltoall(
+    "alltoall-negative-split": (hvd.InvalidArgumentError, lambda: hvd.alltoall(
         torch.ones(1), splits=[2] + [0] * (size() - 2) + [-1])),
+    "alltoall-float-splits": (ValueError, lambda: hvd.alltoall(
+        torch.ones(size()), splits=torch.ones(size(), dtype=torch.float32))),
+    "alltoall-float-split-list": (ValueError, lambda: hvd.alltoall(
+        torch.ones(size()), splits=[1.0] * size())),
 }
+
+
+# A refused dtype is named in the message: case suffix -> the dtype's name.
+REFUSED_DTYPES = {"bool": "torch.bool", "complex": "torch.complex64"}
 
 
 @pytest.mark.parametrize("case", sorted(LOCAL_ERRORS))
@@ -90,9 +113,12 @@ def test_refused_locally(case, names):
     operation (an unnamed one, so the unnamed counters still agree) works."""
     exc_type, call = LOCAL_ERRORS[case]
     e = expect_raises(exc_type, call)
+    dtype = REFUSED_DTYPES.get(case.rsplit("-", 1)[-1])
+    assert dtype is None or dtype in str(e), f"the message does not name {dtype}: {e}"
     out = hvd.allreduce(torch.ones(2), op=hvd.Sum)
-    if exc_type is hvd.ThreelcError:
-        assert e.code == engine.EINVAL, e
+    if exc_type is hvd.InvalidArgumentError:  # the engine's EINVAL: a ValueError too, as
+        assert e.code == engine.EINVAL, e       # Horovod raises for bad arguments
+        assert isinstance(e, ValueError) and isinstance(e, hvd.ThreelcError), type(e)
     assert_same(out, torch.full((2,), float(size())), "unnamed allreduce after the error")
 
 

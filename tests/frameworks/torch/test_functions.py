@@ -1,6 +1,7 @@
 """broadcast_parameters (state_dict, named_parameters and list forms), broadcast_optimizer_state
-(SGD with momentum, Adam: per-parameter state and hyperparameters from the root),
-broadcast_object and allgather_object."""
+(SGD with momentum, Adam: per-parameter state and hyperparameters from the root; an optimizer
+without state yet, parameters without gradient, sparse ones), broadcast_object and
+allgather_object."""
 
 from __future__ import annotations
 
@@ -159,6 +160,68 @@ def test_broadcast_optimizer_state(kind, names, salt):
     assert not problems, f"{kind}: optimizer state after broadcast: {problems}"
     for r, row in enumerate(rows):
         assert torch.equal(row, rows[0]), f"rank {r}'s parameters differ after the extra step"
+
+
+class FrozenIndex(torch.nn.Module):
+    """Horovod's test_broadcast_state_no_grad model: an int parameter without gradient."""
+
+    def __init__(self, seed):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.a = torch.nn.Parameter(torch.tensor([1, 3], dtype=torch.int32), requires_grad=False)
+        self.b = torch.nn.Parameter(torch.rand(4, dtype=torch.float64))
+
+    def forward(self, x):
+        return torch.index_select(self.b, 0, self.a.long()) * x
+
+
+def test_broadcast_optimizer_state_of_a_fresh_optimizer(names, salt):
+    """As Horovod: an optimizer that has not stepped gets zero gradients for the parameters
+    that require one (None stays None elsewhere) and one step of its own, not an allreduce;
+    then root's state. With weight decay that step moves b, alike on every rank."""
+    model = FrozenIndex(salt)
+    reference = FrozenIndex(salt)
+
+    def sgd(m):
+        return torch.optim.SGD(m.parameters(), lr=0.5, weight_decay=0.1, momentum=0.9,
+                               nesterov=True)
+
+    opt = hvd.DistributedOptimizer(sgd(model), named_parameters=model.named_parameters(),
+                                   compression=hvd.Compression.none)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    grad = opt.param_groups[0]["params"][1].grad.clone()
+    from_root = hvd.broadcast(grad, root_rank=0, name=names("grad"))
+    after_start = model.b.detach().clone()
+    momentum = opt.state_dict()["state"]
+    ref_opt = sgd(reference)
+    reference.b.grad = torch.zeros_like(reference.b)
+    ref_opt.step()
+    opt.zero_grad()
+    model(torch.full((2,), 2.0, dtype=torch.float64)).sum().backward()
+    opt.step()  # the wrapped optimizer allreduces as before
+    rows = gather_rows(model.b.detach(), names("b"))
+    assert opt.param_groups[0]["params"][0].grad is None
+    assert torch.equal(grad, torch.zeros(4, dtype=torch.float64))
+    assert torch.equal(grad, from_root)
+    assert list(momentum) == [1], momentum  # b only
+    assert_same(after_start, reference.b.detach(), "b after the zero-gradient step")
+    assert all(torch.equal(row, rows[0]) for row in rows), "ranks' parameters differ"
+
+
+def test_broadcast_optimizer_state_creates_sparse_state(names, salt):
+    """A fresh SparseAdam (sparse zero gradients), and SGD with momentum on a model's sparse
+    Embedding (`model=`) get their state."""
+    torch.manual_seed(salt)
+    emb = torch.nn.Embedding(5, 2, sparse=True)
+    adam = torch.optim.SparseAdam(list(emb.parameters()), lr=0.1)
+    hvd.broadcast_optimizer_state(adam, root_rank=0)
+    emb_sgd = torch.nn.Embedding(5, 2, sparse=True)
+    sgd = torch.optim.SGD(emb_sgd.parameters(), lr=0.1, momentum=0.9)
+    hvd.broadcast_optimizer_state(sgd, root_rank=0, model=emb_sgd)
+    assert set(adam.state[emb.weight]) >= {"exp_avg", "exp_avg_sq"}
+    assert emb.weight.grad.is_sparse and emb_sgd.weight.grad.is_sparse
+    assert "momentum_buffer" in sgd.state[emb_sgd.weight]
 
 
 def test_broadcast_optimizer_state_rejects_lbfgs():

@@ -7,6 +7,7 @@ used twice in one forward pass (tied) is allreduced once, with both uses' gradie
 from __future__ import annotations
 
 import copy
+import gc
 
 import torch
 import torch.utils.hooks
@@ -68,3 +69,49 @@ def test_the_hooks_are_this_torchs_and_a_tied_weight_is_allreduced_once(names, s
     expected = torch.cat([p.detach().reshape(-1) for p in reference.parameters()])
     assert torch.allclose(flat, expected, rtol=1e-12, atol=1e-12), \
         f"max |diff| {(flat - expected).abs().max().item()}"
+
+
+def wrap(model, names):
+    return hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                    named_parameters=[(names(n), p)
+                                                      for n, p in model.named_parameters()],
+                                    compression=hvd.Compression.none)
+
+
+def test_a_discarded_optimizer_no_longer_allreduces(names, salt):
+    """A model wrapped again after its first DistributedOptimizer was dropped: only the new
+    one's hooks fire (the old ones would submit every gradient a second time, under the same
+    name, and the engine refuses a name already in flight)."""
+    torch.manual_seed(salt)
+    model = Tied()
+    first = wrap(model, names)
+    loss_of(model, salt, rank()).backward()
+    first.step()
+    del first
+    gc.collect()
+    second = wrap(model, names)
+    before = hvd.statistics().allreduce_bytes
+    for step in range(2):
+        second.zero_grad()
+        loss_of(model, salt + step, rank()).backward()
+        second.step()
+    grown = hvd.statistics().allreduce_bytes - before
+    assert grown == 2 * 8 * sum(p.numel() for p in model.parameters()), grown
+
+
+def test_a_read_of_param_groups_then_synchronize_averages_once(names, salt):
+    """Reading param_groups right after backward waits for the allreduces (GradScaler does);
+    an explicit synchronize() after it must not allreduce the averaged gradients again."""
+    torch.manual_seed(salt)
+    model = Tied()
+    opt = wrap(model, names)
+    loss_of(model, salt, rank()).backward()
+    lr = opt.param_groups[0]["lr"]
+    after_read = hvd.statistics().allreduce_bytes
+    averaged = [p.grad.clone() for p in model.parameters()]
+    opt.synchronize()
+    with opt.skip_synchronize():
+        opt.step()
+    assert lr == 0.1
+    assert hvd.statistics().allreduce_bytes == after_read
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), averaged))

@@ -5,8 +5,8 @@ Python that the engine decides (negotiation, fusion, compression, error feedback
 behind the C ABI). What this module adds:
 
 - numpy arrays in, numpy arrays out. Inputs must be C-contiguous with a native byte order and
-  one of the engine's 8 element types: uint8, int8, int32, int64, float16, bfloat16, float32,
-  float64. numpy has no bfloat16: pass the raw bits as a uint16 array together with
+  one of the engine's 9 element types: uint8, int8, int16, int32, int64, float16, bfloat16,
+  float32, float64. numpy has no bfloat16: pass the raw bits as a uint16 array together with
   ``dtype="bfloat16"`` (an ``ml_dtypes.bfloat16`` array is recognized as well).
 - :class:`Handle` for a submitted operation: it keeps the input and output buffers (and the
   name, shape and splits the C structs point to) alive until the operation has finished;
@@ -28,7 +28,10 @@ Import these names from ``threelc.engine``; the modules of this package hold the
 - ``counters``: Statistics, statistics; ``feedback``: feedback_save, feedback_load;
 - ``handles``: Handle, poll, wait, synchronize;
 - ``arguments`` (arrays, names and options into C structs), ``results`` (results out of
-  them) and ``collectives``: allreduce, push_pull, broadcast, allgather, ... (submissions).
+  them) and ``collectives``: allreduce, push_pull, broadcast, allgather, ... (submissions),
+  each taking ``process_set=<id>``;
+- ``process_sets``: add_process_set, remove_process_set and the queries (process_set_size,
+  _rank, _included, _ranks, process_set_ids).
 
 The element types (``DTYPES``, ``dtype_code``) are :mod:`threelc.dtypes`'s.
 """
@@ -49,7 +52,11 @@ from .errors import (EDUPLICATE, EINTERNAL, EINVAL, EJOINED, EMALFORMED, EMISMAT
 from .feedback import feedback_load, feedback_save
 from .handles import Handle, poll, synchronize, wait
 from .lifecycle import (cross_rank, cross_size, cuda_built, cuda_unavailable_reason, init,
-                        is_initialized, local_rank, local_size, rank, shutdown, size, version)
+                        is_initialized, local_rank, local_size, nccl_version, rank, shutdown,
+                        size, version)
+from .process_sets import (add_process_set, add_process_set_async, process_set_ids,
+                           process_set_included, process_set_rank, process_set_ranks,
+                           process_set_size, remove_process_set, remove_process_set_async)
 from .reduce_ops import Average, Max, Min, Product, ReduceOp, Sum
 
 __all__ = [
@@ -62,9 +69,14 @@ __all__ = [
     # lifecycle and identity
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
     "cross_rank", "cross_size", "version", "last_error", "Statistics", "statistics",
+    "cuda_built", "cuda_unavailable_reason", "nccl_version",
     # error-feedback checkpoints
     "feedback_save", "feedback_load",
     # operations
     "Handle", "allreduce", "push_pull", "broadcast", "allgather", "reducescatter", "alltoall",
     "barrier", "join", "poll", "wait", "synchronize",
+    # process sets
+    "add_process_set", "add_process_set_async", "remove_process_set",
+    "remove_process_set_async", "process_set_size", "process_set_rank", "process_set_included",
+    "process_set_ranks", "process_set_ids",
 ]

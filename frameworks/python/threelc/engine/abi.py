@@ -47,6 +47,7 @@ class _Options(ctypes.Structure):
         ("root_rank", ctypes.c_int),
         ("splits", ctypes.POINTER(ctypes.c_int64)),
         ("nsplits", ctypes.c_int),
+        ("process_set", ctypes.c_int),
     ]
 
 
@@ -60,6 +61,7 @@ class _Result(ctypes.Structure):
         ("received_splits", ctypes.POINTER(ctypes.c_int64)),
         ("nsplits", ctypes.c_int),
         ("last_joined_rank", ctypes.c_int),
+        ("process_set", ctypes.c_int),
     ]
 
 
@@ -95,6 +97,7 @@ _SIGNATURES = {
     "threelc_is_initialized": (ctypes.c_int, []),
     "threelc_cuda_built": (ctypes.c_int, []),
     "threelc_cuda_available": (ctypes.c_int, []),
+    "threelc_nccl_version": (ctypes.c_int, []),
     "threelc_rank": (ctypes.c_int, []),
     "threelc_size": (ctypes.c_int, []),
     "threelc_local_rank": (ctypes.c_int, []),
@@ -108,7 +111,16 @@ _SIGNATURES = {
     "threelc_reducescatter": (_handle_t, [ctypes.POINTER(_Tensor), ctypes.POINTER(_Options)]),
     "threelc_alltoall": (_handle_t, [ctypes.POINTER(_Tensor), ctypes.POINTER(_Options)]),
     "threelc_barrier": (_handle_t, []),
+    "threelc_barrier_set": (_handle_t, [ctypes.c_int]),
     "threelc_join": (_handle_t, []),
+    "threelc_add_process_set": (_handle_t, [ctypes.POINTER(ctypes.c_int), ctypes.c_int]),
+    "threelc_remove_process_set": (_handle_t, [ctypes.c_int]),
+    "threelc_process_set_size": (ctypes.c_int, [ctypes.c_int]),
+    "threelc_process_set_rank": (ctypes.c_int, [ctypes.c_int]),
+    "threelc_process_set_included": (ctypes.c_int, [ctypes.c_int]),
+    "threelc_process_set_ranks": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(ctypes.c_int),
+                                                 ctypes.c_int]),
+    "threelc_process_set_ids": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int), ctypes.c_int]),
     "threelc_flush": (ctypes.c_int, []),
     "threelc_poll": (ctypes.c_int, [_handle_t]),
     "threelc_wait": (ctypes.c_int, [_handle_t, ctypes.c_int64]),

@@ -69,9 +69,19 @@ def _output(array: np.ndarray, output: Optional[np.ndarray]) -> np.ndarray:
     return output
 
 
+def _process_set_id(process_set) -> int:
+    """A process set argument checked: the id (an int) that threelc_add_process_set gave; 0 is
+    every rank. The engine refuses ids it does not know, naming them."""
+    if isinstance(process_set, bool) or not isinstance(process_set, (int, np.integer)):
+        raise TypeError(f"process_set must be a process set id (int), got {process_set!r}")
+    if not 0 <= int(process_set) < 2**31:
+        raise ValueError(f"process_set {process_set} is not a process set id (0 .. 2**31 - 1)")
+    return int(process_set)
+
+
 def _options(op=Sum, prescale: float = 1.0, postscale: float = 1.0, compression=None,
              sparsity: Optional[float] = None, root_rank: int = 0,
-             splits: Optional[np.ndarray] = None) -> _Options:
+             splits: Optional[np.ndarray] = None, process_set=0) -> _Options:
     o = _initialized_struct(_Options, "threelc_options_init")
     if int(op) not in range(len(_OPS)):
         raise ValueError(f"op {op!r} is not one of Sum, Average, Min, Max, Product")
@@ -83,4 +93,5 @@ def _options(op=Sum, prescale: float = 1.0, postscale: float = 1.0, compression=
     if splits is not None:
         o.splits = splits.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
         o.nsplits = int(splits.shape[0])
+    o.process_set = _process_set_id(process_set)
     return o

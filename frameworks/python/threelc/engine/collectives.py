@@ -1,6 +1,11 @@
 """The submissions: one function per collective of the C ABI (allreduce, push_pull,
 broadcast, allgather, reducescatter, alltoall, barrier, join), each returning a
-:class:`~threelc.engine.Handle`, and flush."""
+:class:`~threelc.engine.Handle`, and flush.
+
+Every collective but join takes ``process_set``: the id of the process set it runs in
+(:func:`threelc.engine.add_process_set`; 0, the default, is every rank). Only its members may
+submit it; rank, size, splits and the result's rows are the set's (member i is its i-th lowest
+job rank); broadcast's root_rank stays a job rank, which must be a member."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import numpy as np
 
 from ..dtypes import DTYPES, DTypeLike, dtype_code
 from .abi import _check, _fn, _initialized_struct, _Tensor, last_error
-from .arguments import _array, _name_bytes, _options, _output, _tensor
+from .arguments import _array, _name_bytes, _options, _output, _process_set_id, _tensor
 from .errors import EINTERNAL, ThreelcError, error_name
 from .handles import Handle, _reap_orphans
 from .reduce_ops import Sum
@@ -23,24 +28,29 @@ __all__ = [
 ]
 
 
-def _submit(cfn: str, kind: str, name: Optional[str], tensor, options, keep: tuple,
-            finish: Callable[[int], Any]) -> Handle:
+def _submit_call(cfn: str, args: tuple, kind: str, name: Optional[str], keep: tuple,
+                 finish: Callable[[int], Any]) -> Handle:
+    """Calls the submission `cfn` with `args`; its handle, or ThreelcError with the refusal."""
     _reap_orphans()
-    if tensor is None:
-        hid = _fn(cfn)()
-    else:
-        hid = _fn(cfn)(ctypes.byref(tensor), ctypes.byref(options))
+    hid = _fn(cfn)(*args)
     if hid <= 0:
         message = last_error() or f"{kind} was refused with {error_name(int(hid))}"
         raise ThreelcError(message, int(hid) if hid < 0 else EINTERNAL)
+    return Handle(hid, kind, name, keep, finish)
+
+
+def _submit(cfn: str, kind: str, name: Optional[str], tensor, options, keep: tuple,
+            finish: Callable[[int], Any]) -> Handle:
+    args = () if tensor is None else (ctypes.byref(tensor), ctypes.byref(options))
     # The structs themselves are read at submission only, but keeping them costs nothing.
-    return Handle(hid, kind, name, keep + (tensor, options), finish)
+    return _submit_call(cfn, args, kind, name, keep + (tensor, options), finish)
 
 
 def allreduce(array: np.ndarray, output: Optional[np.ndarray] = None, *,
               name: Optional[str] = None, op=Sum, prescale: float = 1.0,
               postscale: float = 1.0, compression=None, sparsity: Optional[float] = None,
-              dtype: DTypeLike = None, _cfn: str = "threelc_allreduce") -> Handle:
+              dtype: DTypeLike = None, process_set: int = 0,
+              _cfn: str = "threelc_allreduce") -> Handle:
     """Submits an allreduce of `array` into `output` (a new array when None; may be `array`
     itself). ``wait()`` returns the output array.
 
@@ -54,7 +64,7 @@ def allreduce(array: np.ndarray, output: Optional[np.ndarray] = None, *,
     raw_name = _name_bytes(name)
     tensor, shape = _tensor(array, code, raw_name, out)
     options = _options(op=op, prescale=prescale, postscale=postscale, compression=compression,
-                       sparsity=sparsity)
+                       sparsity=sparsity, process_set=process_set)
     kind = "push_pull" if _cfn == "threelc_push_pull" else "allreduce"
     return _submit(_cfn, kind, name, tensor, options, (array, out, shape, raw_name),
                    lambda hid: out)
@@ -64,7 +74,7 @@ def allreduce_device(data: int, output: int, shape: Sequence[int], dtype: str, d
                      stream: int = 0, *, name: Optional[str] = None, op=Sum,
                      prescale: float = 1.0, postscale: float = 1.0, compression=None,
                      sparsity: Optional[float] = None, keep: tuple = (),
-                     _cfn: str = "threelc_allreduce") -> Handle:
+                     process_set: int = 0, _cfn: str = "threelc_allreduce") -> Handle:
     """Submits an allreduce of a dense tensor in CUDA device memory: `data` and `output`
     (device pointers; output may equal data) of `shape` and engine dtype name `dtype`, on
     CUDA device `device`, ready on `stream` (a cudaStream_t as int; 0: the legacy default
@@ -87,7 +97,7 @@ def allreduce_device(data: int, output: int, shape: Sequence[int], dtype: str, d
     t.device = int(device)
     t.stream = int(stream) or None
     options = _options(op=op, prescale=prescale, postscale=postscale, compression=compression,
-                       sparsity=sparsity)
+                       sparsity=sparsity, process_set=process_set)
     kind = "push_pull" if _cfn == "threelc_push_pull" else "allreduce"
     return _submit(_cfn, kind, name, t, options, tuple(keep) + (shape_array, raw_name),
                    lambda hid: None)
@@ -99,50 +109,54 @@ def push_pull(array: np.ndarray, output: Optional[np.ndarray] = None, **kwargs) 
 
 
 def broadcast(array: np.ndarray, root_rank: int, output: Optional[np.ndarray] = None, *,
-              name: Optional[str] = None, dtype: DTypeLike = None) -> Handle:
-    """Submits a broadcast of root_rank's `array`; ``wait()`` returns the output array."""
+              name: Optional[str] = None, dtype: DTypeLike = None,
+              process_set: int = 0) -> Handle:
+    """Submits a broadcast of root_rank's `array` (a job rank, a member of `process_set`);
+    ``wait()`` returns the output array."""
     array = _array(array)
     code = dtype_code(array, dtype)
     out = _output(array, output)
     raw_name = _name_bytes(name)
     tensor, shape = _tensor(array, code, raw_name, out)
-    options = _options(root_rank=root_rank)
+    options = _options(root_rank=root_rank, process_set=process_set)
     return _submit("threelc_broadcast", "broadcast", name, tensor, options,
                    (array, out, shape, raw_name), lambda hid: out)
 
 
 def allgather(array: np.ndarray, *, name: Optional[str] = None,
-              dtype: DTypeLike = None) -> Handle:
-    """Submits an allgather: every rank's `array` concatenated along the first dimension
-    (whose length may differ between ranks). ``wait()`` returns a new array."""
+              dtype: DTypeLike = None, process_set: int = 0) -> Handle:
+    """Submits an allgather: every member's `array` concatenated along the first dimension
+    (whose length may differ between ranks), in member order. ``wait()`` returns a new
+    array."""
     array = _array(array)
     code = dtype_code(array, dtype)
     raw_name = _name_bytes(name)
     tensor, shape = _tensor(array, code, raw_name, None)
-    options = _options()
+    options = _options(process_set=process_set)
     return _submit("threelc_allgather", "allgather", name, tensor, options,
                    (array, shape, raw_name), _engine_result(array, code))
 
 
 def reducescatter(array: np.ndarray, *, name: Optional[str] = None, op=Sum,
                   prescale: float = 1.0, postscale: float = 1.0,
-                  dtype: DTypeLike = None) -> Handle:
-    """Submits a reducescatter: the reduction of `array` over the ranks, of which rank r
-    gets the r-th part of the first dimension (the first dim0 % size ranks one row more).
+                  dtype: DTypeLike = None, process_set: int = 0) -> Handle:
+    """Submits a reducescatter: the reduction of `array` over the members, of which member r
+    gets the r-th part of the first dimension (the first dim0 % size members one row more).
     ``wait()`` returns a new array."""
     array = _array(array)
     code = dtype_code(array, dtype)
     raw_name = _name_bytes(name)
     tensor, shape = _tensor(array, code, raw_name, None)
-    options = _options(op=op, prescale=prescale, postscale=postscale)
+    options = _options(op=op, prescale=prescale, postscale=postscale, process_set=process_set)
     return _submit("threelc_reducescatter", "reducescatter", name, tensor, options,
                    (array, shape, raw_name), _engine_result(array, code))
 
 
 def alltoall(array: np.ndarray, splits: Optional[Sequence[int]] = None, *,
-             name: Optional[str] = None, dtype: DTypeLike = None) -> Handle:
-    """Submits an alltoall: rows ``splits[j]`` of the first dimension go to rank j (None:
-    equal parts). ``wait()`` returns ``(received rows in rank order, received_splits)``."""
+             name: Optional[str] = None, dtype: DTypeLike = None,
+             process_set: int = 0) -> Handle:
+    """Submits an alltoall: rows ``splits[j]`` of the first dimension go to member j (None:
+    equal parts). ``wait()`` returns ``(received rows in member order, received_splits)``."""
     array = _array(array)
     code = dtype_code(array, dtype)
     raw_name = _name_bytes(name)
@@ -152,7 +166,7 @@ def alltoall(array: np.ndarray, splits: Optional[Sequence[int]] = None, *,
         split_array = np.ascontiguousarray(np.asarray(splits), dtype=np.int64)
         if split_array.ndim != 1:
             raise ValueError(f"splits must be 1-D, got shape {split_array.shape}")
-    options = _options(splits=split_array)
+    options = _options(splits=split_array, process_set=process_set)
     as_array = _engine_result(array, code)
 
     def finish(hid: int):
@@ -167,9 +181,11 @@ def alltoall(array: np.ndarray, splits: Optional[Sequence[int]] = None, *,
                    (array, shape, raw_name, split_array), finish)
 
 
-def barrier() -> Handle:
-    """Submits a barrier; ``wait()`` returns None once every rank has submitted one."""
-    return _submit("threelc_barrier", "barrier", None, None, None, (), lambda hid: None)
+def barrier(process_set: int = 0) -> Handle:
+    """Submits a barrier among the members of `process_set` (0: every rank); ``wait()``
+    returns None once every member has submitted one."""
+    return _submit_call("threelc_barrier_set", (_process_set_id(process_set),), "barrier", None,
+                        (), lambda hid: None)
 
 
 def flush() -> None:

@@ -7,7 +7,8 @@ from .abi import _check, _fn, _text, last_error
 from .handles import _reap_orphans
 
 __all__ = [
-    "init", "shutdown", "is_initialized", "cuda_built", "cuda_unavailable_reason", "rank",
+    "init", "shutdown", "is_initialized", "cuda_built", "cuda_unavailable_reason",
+    "nccl_version", "rank",
     "size", "local_rank", "local_size", "cross_rank", "cross_size", "version",
 ]
 
@@ -49,6 +50,14 @@ def cuda_unavailable_reason() -> str:
     if _fn("threelc_cuda_available")():
         return ""
     return last_error() or "CUDA tensors are not available"
+
+
+def nccl_version() -> int:
+    """NCCL's version code (e.g. 21803) when uncompressed allreduces of CUDA tensors run over
+    NCCL in this process (built with CUDA and nccl.h, THREELC_NCCL on, the library loads);
+    0 otherwise (:func:`last_error` says why). ThreelcError for a malformed THREELC_* value."""
+    version = int(_fn("threelc_nccl_version")())
+    return _check(version, "threelc_nccl_version") if version < 0 else version
 
 
 def rank() -> int:

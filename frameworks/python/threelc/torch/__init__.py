@@ -20,46 +20,64 @@ DistributedDataParallel users add one line instead (:mod:`.ddp`)::
     model.register_comm_hook(hvd.DDPHookState(), hvd.ddp_comm_hook)
 
 The modules: :mod:`.async_ops` (submissions and handles), :mod:`.autograd` (the
-differentiable forms), :mod:`.ops` (the synchronous collectives), :mod:`.compression`,
-:mod:`.optimizer` (DistributedOptimizer), :mod:`.functions` (broadcast_parameters,
-broadcast_optimizer_state, broadcast_object, allgather_object), :mod:`.ddp` (the DDP
-communication hook).
+differentiable forms), :mod:`.ops` (the synchronous collectives), :mod:`.sparse`
+(sparse_allreduce_async), :mod:`.compression`, :mod:`.optimizer` (DistributedOptimizer),
+:mod:`.functions` (broadcast_parameters, broadcast_optimizer_state, broadcast_object,
+allgather_object), :mod:`.process_sets` (add_process_set, remove_process_set; the ProcessSet
+objects are :mod:`.async_ops`'s), :mod:`.basics` (Horovod's build and run-time queries),
+:mod:`.ddp` (the DDP communication hook).
 """
 
 from .. import engine as _engine
 from ..engine import (Average, Max, Min, Product, Sum, ThreelcError, is_initialized,
                       statistics)
-from . import _torchrun
+from . import _torchrun, basics
+from . import process_sets as process_sets_module
+from .basics import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, is_homogeneous,
+                     mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rocm_built,
+                     start_timeline, stop_timeline)
+from .async_ops import Adasum, InvalidArgumentError
 from .compression import Compression
 from .ddp import DDPHookState, ddp_comm_hook
 from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                         broadcast_parameters)
-from .ops import (Handle, HorovodInternalError, ProcessSet, allgather, allgather_async,
-                  allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall,
-                  alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
-                  broadcast_async_, global_process_set, grouped_allreduce, grouped_allreduce_,
-                  grouped_allreduce_async, grouped_allreduce_async_, join, poll, push_pull,
-                  push_pull_, push_pull_async, push_pull_async_, push_pull_async_inplace,
-                  push_pull_inplace, reducescatter, reducescatter_async, synchronize)
+from .ops import (DuplicateNameError, Handle, HorovodInternalError, ProcessSet, allgather,
+                  allgather_async, allreduce, allreduce_, allreduce_async, allreduce_async_,
+                  alltoall, alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
+                  broadcast_async_, global_process_set, grouped_allgather,
+                  grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
+                  grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
+                  grouped_reducescatter_async, join, poll, push_pull, push_pull_,
+                  push_pull_async, push_pull_async_, push_pull_async_inplace, push_pull_inplace,
+                  reducescatter, reducescatter_async, synchronize)
 from .optimizer import DistributedOptimizer
+from .process_sets import add_process_set, remove_process_set
+from .sparse import SparseHandle, sparse_allreduce_async
 
 
 def init(comm=None, process_sets=None) -> None:
     """Joins the job described by the environment (threelcrun, mpirun, srun, torchrun; under
     torchrun after ``torch.distributed.init_process_group``, whose store carries the secret).
-    `comm` and `process_sets` are Horovod's; only their defaults (None) are supported."""
+    `process_sets`, as Horovod's: a list of :class:`ProcessSet` registered on every rank in
+    order (the next ids: 1, 2, ... on a new engine; a duplicate is a ValueError, refused
+    before any set is added), or "dynamic" or None (none now;
+    ``add_process_set`` works either way). `comm` is Horovod's; only None is supported."""
     if comm is not None:
         raise NotImplementedError("threelc takes its ranks from the launcher's environment "
                                   "(threelcrun, mpirun, srun, torchrun), not from an MPI "
                                   "communicator: call init() without comm")
-    if process_sets not in (None, [], "dynamic"):
-        raise NotImplementedError("threelc has no process sets other than the global one")
+    sets = process_sets_module.process_set_list(process_sets)
     _torchrun.init_engine()
+    basics.learn_topology()
+    process_sets_module.register_at_init(sets)
 
 
 def shutdown() -> None:
-    """Stops the engine; operations still pending fail with ESHUTDOWN."""
+    """Stops the engine; operations still pending fail with ESHUTDOWN. Every process set but
+    the global one is forgotten (its object's process_set_id becomes None)."""
     _engine.shutdown()
+    basics.forget_topology()
+    process_sets_module.forget_process_sets()
 
 
 def _identity(value: int) -> int:
@@ -98,56 +116,26 @@ def cross_size() -> int:
     return _identity(_engine.cross_size())
 
 
-# Horovod's build queries: threelc itself is none of these.
-def mpi_built() -> bool:
-    return False
-
-
-def gloo_built() -> bool:
-    return False
-
-
-def nccl_built() -> int:
-    return 0
-
-
-def cuda_built() -> bool:
-    """Whether libthreelc.so was built with CUDA (allreduce then takes CUDA tensors as device
-    memory where a device is visible)."""
-    return _engine.cuda_built()
-
-
-def rocm_built() -> bool:
-    return False
-
-
-def mpi_enabled() -> bool:
-    return False
-
-
-def gloo_enabled() -> bool:
-    return False
-
-
-def mpi_threads_supported() -> bool:
-    return False
-
-
 __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
     "cross_rank", "cross_size", "statistics",
-    "Sum", "Average", "Min", "Max", "Product", "Compression", "ThreelcError",
-    "HorovodInternalError", "Handle", "ProcessSet", "global_process_set",
+    "Sum", "Average", "Min", "Max", "Product", "Adasum", "Compression", "ThreelcError",
+    "HorovodInternalError", "DuplicateNameError", "InvalidArgumentError", "Handle",
+    "SparseHandle", "ProcessSet",
+    "global_process_set", "add_process_set", "remove_process_set",
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
-    "grouped_allreduce_async_", "allgather", "allgather_async", "broadcast", "broadcast_",
+    "grouped_allreduce_async_", "sparse_allreduce_async", "allgather", "allgather_async",
+    "grouped_allgather", "grouped_allgather_async", "broadcast", "broadcast_",
     "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async", "reducescatter",
-    "reducescatter_async", "barrier", "join", "poll", "synchronize",
+    "reducescatter_async", "grouped_reducescatter", "grouped_reducescatter_async", "barrier",
+    "join", "poll", "synchronize",
     "push_pull", "push_pull_", "push_pull_async", "push_pull_async_", "push_pull_inplace",
     "push_pull_async_inplace",
     "DistributedOptimizer", "DDPHookState", "ddp_comm_hook", "broadcast_parameters",
     "broadcast_optimizer_state",
     "broadcast_object", "allgather_object",
-    "mpi_built", "gloo_built", "nccl_built", "cuda_built", "rocm_built", "mpi_enabled",
-    "gloo_enabled", "mpi_threads_supported",
+    "mpi_built", "gloo_built", "nccl_built", "ddl_built", "ccl_built", "cuda_built",
+    "rocm_built", "mpi_enabled", "gloo_enabled", "mpi_threads_supported", "is_homogeneous",
+    "start_timeline", "stop_timeline",
 ]

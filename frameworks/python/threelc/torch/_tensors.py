@@ -21,8 +21,9 @@ import torch
 
 from .. import engine as _engine
 
-# The engine's eight element types (threelc_dtype), as torch dtypes of the same names.
+# The engine's element types (threelc_dtype), as torch dtypes of the same names.
 SUPPORTED_DTYPES = tuple(getattr(torch, name) for name in _engine.DTYPES)
+_EXPECTED = ", ".join(str(dtype) for dtype in SUPPORTED_DTYPES)
 
 
 def check_tensor(tensor, what: str = "tensor", reducing: bool = False) -> torch.Tensor:
@@ -32,33 +33,35 @@ def check_tensor(tensor, what: str = "tensor", reducing: bool = False) -> torch.
         raise TypeError(f"{what} must be a torch.Tensor, got {type(tensor).__name__}")
     if tensor.dtype == torch.bool:
         if reducing:
-            raise TypeError(f"{what} is a bool tensor: threelc broadcasts, gathers and "
-                            f"exchanges bool tensors but does not reduce them (convert to "
-                            f"uint8 or int32 first)")
+            raise TypeError(f"{what} has dtype torch.bool, which threelc does not reduce: it "
+                            f"broadcasts, gathers and exchanges bool tensors (convert to uint8 "
+                            f"or int32 to reduce)")
         return tensor
     if tensor.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"{what} has dtype {tensor.dtype}, which threelc does not reduce; "
-                        f"expected one of uint8, int8, int32, int64, float16, bfloat16, "
-                        f"float32, float64")
+        raise TypeError(f"{what} has dtype {tensor.dtype}, which threelc does not take; "
+                        f"expected one of {_EXPECTED} (torch.bool too where nothing is "
+                        f"reduced)")
     if tensor.is_sparse:
         raise TypeError(f"{what} is sparse; threelc reduces dense tensors (call "
                         f".to_dense() first)")
     return tensor
 
 
-_unnamed_bool_ops = defaultdict(itertools.count)  # kind -> counter
+_unnamed_bool_ops = defaultdict(itertools.count)  # (kind, process set id) -> counter
 
 
-def wire_name(name: Optional[str], tensor: torch.Tensor, kind: str) -> Optional[str]:
+def wire_name(name: Optional[str], tensor: torch.Tensor, kind: str,
+              process_set: int = 0) -> Optional[str]:
     """The name `tensor`'s operation travels under. A bool tensor travels as uint8 bytes, so
     its name is tagged ("#bool"; unnamed ones are numbered apart) to keep a bool tensor on one
     rank from matching a uint8 tensor on another: that disagreement then fails like any other
-    (a name submitted by some ranks only, after THREELC_STALL_TIMEOUT)."""
+    (a name submitted by some ranks only, after THREELC_STALL_TIMEOUT). Unnamed ones are
+    numbered per process set, as the engine numbers its unnamed operations."""
     if tensor.dtype != torch.bool:
         return name
     if name:
         return f"{name}#bool"
-    return f"{kind}.noname.bool.{next(_unnamed_bool_ops[kind])}"
+    return f"{kind}.noname.bool.{next(_unnamed_bool_ops[kind, process_set])}"
 
 
 def array_of(tensor: torch.Tensor) -> Tuple[np.ndarray, Optional[str]]:

@@ -3,7 +3,12 @@
 waits and returns the result (a tensor; a list for grouped operations; ``(tensor,
 received_splits)`` for alltoall), ``poll(handle)`` says whether it has finished. A failed
 operation raises :class:`threelc.ThreelcError` (also exported as ``HorovodInternalError``)
-carrying the engine's message. Functions ending in ``_`` work in place.
+carrying the engine's message; a submission under a name this rank already has in flight
+raises :class:`DuplicateNameError` at once (a ValueError, as in Horovod). Functions ending in
+``_`` work in place. A grouped operation is its tensors' operations, submitted one after the
+other once every tensor has passed the checks and waited for together. Every collective but
+BytePS's push_pull takes ``process_set=`` (a registered :class:`ProcessSet`, by default
+``global_process_set``) and runs among its members, in its terms.
 
 Both :mod:`.ops` (the synchronous forms) and :mod:`.autograd` (their gradients) stand on
 this module; it imports neither.
@@ -11,6 +16,7 @@ this module; it imports neither.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from typing import Any, Callable, List, Optional, Sequence
@@ -26,30 +32,135 @@ from .compression import Compression, check_compressor, engine_compression
 HorovodInternalError = ThreelcError  # what Horovod code catches
 
 
+class DuplicateNameError(ThreelcError, ValueError):
+    """A submission under a name that this rank already has in flight (the engine's
+    EDUPLICATE), raised at submission. A ValueError, as Horovod raises for it, and a
+    ThreelcError like every other refusal of the engine."""
+
+    __module__ = "threelc.torch"
+
+
+class InvalidArgumentError(ThreelcError, ValueError):
+    """Arguments the engine refuses at submission (its EINVAL: an alltoall's splits that do
+    not fit the tensor, a root rank out of range, ...). A ValueError, as Horovod raises for
+    them, and a ThreelcError like every other refusal of the engine."""
+
+    __module__ = "threelc.torch"
+
+
+# The engine's submission refusals that Horovod raises as ValueError.
+_REFUSALS = {_engine.EDUPLICATE: DuplicateNameError, _engine.EINVAL: InvalidArgumentError}
+
+
+@contextlib.contextmanager
+def refusals():
+    """Around a submission to the engine: its EDUPLICATE refusal becomes DuplicateNameError,
+    its EINVAL InvalidArgumentError (both ValueErrors)."""
+    try:
+        yield
+    except ThreelcError as error:
+        kind = _REFUSALS.get(error.code)
+        if kind is not None and not isinstance(error, kind):
+            raise kind(str(error), error.code) from None
+        raise
+
+
 class ProcessSet:
-    """Horovod's process sets; threelc has only the global one (every rank)."""
+    """Horovod's process set: job ranks (kept sorted) that run collectives among themselves.
 
-    def __init__(self, ranks=None):
-        if ranks is not None:
-            raise NotImplementedError("threelc has no process sets other than the global one")
+    ``process_set_id`` is None until :func:`threelc.torch.add_process_set` or
+    ``init(process_sets=[...])`` registers the set with the engine, and None again once it is
+    removed. Passed as ``process_set=`` to a collective, the collective runs among the members
+    only and in the set's terms: rank and size are the set's (member i is its i-th lowest job
+    rank), so Average divides by the set's size, allgather concatenates in member order and
+    alltoall's splits have one entry per member; a broadcast's root_rank stays a job rank.
+    Ranks outside the set that submit to it are refused at once. ``global_process_set`` (id 0)
+    is every rank; its ``ranks`` are filled in by ``init()``."""
 
-    def size(self) -> int:
-        return _engine.size()
+    mpi_comm = None  # Horovod's attribute: threelc has no MPI communicators
 
-    def rank(self) -> int:
-        return _engine.rank()
+    def __init__(self, ranks):
+        try:
+            members = sorted(ranks)
+        except TypeError:
+            raise ValueError(f"ProcessSet takes a list of job ranks (ints), got {ranks!r} "
+                             f"(threelc has no MPI communicators)") from None
+        if any(isinstance(r, bool) or not isinstance(r, (int, np.integer)) for r in members):
+            raise ValueError(f"ProcessSet takes a list of job ranks (ints), got {members!r}")
+        self.ranks = [int(r) for r in members]
+        self.process_set_id = None
+
+    def _invalidate(self) -> None:
+        self.process_set_id = None
+
+    def _query(self, query):
+        """The engine's answer about this set; ValueError (as Horovod) when it has none."""
+        if self.process_set_id is None:
+            return None
+        try:
+            return query(self.process_set_id)
+        except ThreelcError as error:
+            if error.code == _engine.ENOTINIT:
+                raise ValueError("threelc has not been initialized; use hvd.init().") from None
+            raise InvalidArgumentError(f"{self}: {error}", error.code) from None
+
+    def size(self) -> Optional[int]:
+        """The number of ranks in the set; None while it is not registered."""
+        return self._query(_engine.process_set_size)
+
+    def rank(self) -> Optional[int]:
+        """This rank's index among the members (ValueError on a rank outside the set); None
+        while it is not registered."""
+        return self._query(_engine.process_set_rank)
+
+    def included(self) -> bool:
+        """Whether this rank is a member (ValueError before ``init()``)."""
+        me = _engine.rank()
+        if me < 0:
+            raise ValueError("threelc has not been initialized; use hvd.init().")
+        return me in self.ranks
+
+    def __str__(self) -> str:
+        return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
+
+    __repr__ = __str__
+
+
+global_process_set = ProcessSet([])
+global_process_set.process_set_id = 0
+
+
+def process_set_id(process_set) -> int:
+    """The engine id of `process_set` (a registered :class:`ProcessSet`): TypeError for
+    anything else, ValueError for a set not added yet or removed, naming it."""
+    if not isinstance(process_set, ProcessSet):
+        raise TypeError(f"process_set must be a threelc.torch.ProcessSet "
+                        f"(hvd.global_process_set or one that hvd.add_process_set returned), "
+                        f"got {process_set!r}")
+    if process_set.process_set_id is None:
+        raise ValueError(f"{process_set} is not a registered process set: add it with "
+                         f"hvd.add_process_set() or hvd.init(process_sets=[...]) first (a "
+                         f"removed set cannot be used again)")
+    return process_set.process_set_id
+
+
+class _AdasumOp:
+    """Horovod's Adasum reduction, which threelc does not have: ``hvd.Adasum`` exists so that
+    Horovod code runs up to its use, which every collective and DistributedOptimizer refuse."""
 
     def __repr__(self) -> str:
-        return "ProcessSet(global)"
+        return "Adasum"
 
 
-global_process_set = ProcessSet()
+Adasum = _AdasumOp()
 
 
-def check_process_set(process_set) -> None:
-    if process_set is not None and process_set is not global_process_set:
-        raise NotImplementedError("threelc runs every operation on all ranks; only "
-                                  "process_set=global_process_set is supported")
+def check_op(op):
+    """`op`, unless it is Adasum (NotImplementedError, a RuntimeError, naming it)."""
+    if op is Adasum:
+        raise NotImplementedError("op=Adasum: threelc has no Adasum reduction (Horovod's needs "
+                                  "MPI or NCCL); use Average or Sum")
+    return op
 
 
 def resolve_op(op, average):
@@ -60,7 +171,7 @@ def resolve_op(op, average):
         warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
                       DeprecationWarning, stacklevel=3)
         return Average if average else Sum
-    return Average if op is None else op
+    return Average if op is None else check_op(op)
 
 
 class Handle:
@@ -109,21 +220,25 @@ def synchronize(handle: Handle, timeout: Optional[float] = None):
 
 def _allreduce_submit(tensor: torch.Tensor, in_place: bool, name: Optional[str], op,
                       prescale_factor: float, postscale_factor: float, wire,
-                      cfn: str = "threelc_allreduce"):
-    """(engine handle, finish) for one allreduce of `tensor`."""
+                      cfn: str = "threelc_allreduce", set_id: int = 0):
+    """(engine handle, finish) for one allreduce of `tensor` in process set `set_id`."""
     _tensors.check_tensor(tensor, reducing=True)
     if _tensors.cuda_allreduce_ready(tensor):
         work = _tensors.DeviceWork(tensor)
         out = work.work if in_place else torch.empty_like(work.work)
-        inner = work.submit(out, name=name, op=op, prescale=prescale_factor,
-                            postscale=postscale_factor, compression=wire, _cfn=cfn)
+        with refusals():
+            inner = work.submit(out, name=name, op=op, prescale=prescale_factor,
+                                postscale=postscale_factor, compression=wire, _cfn=cfn,
+                                process_set=set_id)
         return inner, (lambda _value: work.copy_back()) if in_place else (lambda _value: out)
     stage = _tensors.HostStage(tensor)
     out = stage.host if in_place else torch.empty_like(stage.host)
     array, dtype = _tensors.array_of(stage.host)
     output = array if in_place else _tensors.array_of(out)[0]
-    inner = _engine.allreduce(array, output, name=name, op=op, prescale=prescale_factor,
-                              postscale=postscale_factor, compression=wire, dtype=dtype, _cfn=cfn)
+    with refusals():
+        inner = _engine.allreduce(array, output, name=name, op=op, prescale=prescale_factor,
+                                  postscale=postscale_factor, compression=wire, dtype=dtype,
+                                  _cfn=cfn, process_set=set_id)
     keep = (tensor, out)  # the engine writes into `out` until the handle completes
 
     def finish(_value) -> torch.Tensor:
@@ -134,17 +249,18 @@ def _allreduce_submit(tensor: torch.Tensor, in_place: bool, name: Optional[str],
 
 
 def submit_with_wire(tensor, in_place, name, op, prescale_factor, postscale_factor, wire,
-                     cfn="threelc_allreduce") -> Handle:
+                     cfn="threelc_allreduce", process_set=global_process_set) -> Handle:
+    set_id = process_set_id(process_set)
     inner, finish = _allreduce_submit(tensor, in_place, name, op, prescale_factor,
-                                      postscale_factor, wire, cfn)
+                                      postscale_factor, wire, cfn, set_id)
     return Handle([inner], lambda values: finish(values[0]))
 
 
 def _allreduce_async(tensor, in_place, average, name, op, prescale_factor, postscale_factor,
                      process_set) -> Handle:
-    check_process_set(process_set)
     return submit_with_wire(tensor, in_place, name, resolve_op(op, average), prescale_factor,
-                            postscale_factor, _engine.Compression.none)
+                            postscale_factor, _engine.Compression.none,
+                            process_set=process_set)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -170,36 +286,51 @@ def _group_names(name: Optional[str], count: int) -> List[Optional[str]]:
     return [None] * count if not name else [f"{name}.{i}" for i in range(count)]
 
 
-def grouped_submit(tensors, in_place, average, name, op, prescale_factor, postscale_factor,
-                   wire) -> Handle:
+def group_of(tensors, what: str) -> list:
+    """`tensors` as a non-empty list (a grouped operation's input)."""
+    if isinstance(tensors, torch.Tensor):
+        raise TypeError(f"{what} takes a list of tensors, got a single tensor")
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("grouped allreduce needs at least one tensor")
+        raise ValueError(f"{what} needs at least one tensor")
+    return tensors
+
+
+def _group_handle(parts, finishes) -> Handle:
+    return Handle(parts, lambda values: [f(v) for f, v in zip(finishes, values)])
+
+
+def grouped_submit(tensors, in_place, average, name, op, prescale_factor, postscale_factor,
+                   wire, process_set=global_process_set) -> Handle:
+    """The group's allreduces, submitted one after the other once every tensor has passed
+    the checks (the engine has no group of its own: it fuses what arrives in one cycle)."""
+    set_id = process_set_id(process_set)
+    tensors = group_of(tensors, "grouped allreduce")
+    for t in tensors:
+        _tensors.check_tensor(t, reducing=True)
     op = resolve_op(op, average)
     parts, finishes = [], []
     for t, n in zip(tensors, _group_names(name, len(tensors))):
         inner, finish = _allreduce_submit(t, in_place, n, op, prescale_factor, postscale_factor,
-                                          wire)
+                                          wire, set_id=set_id)
         parts.append(inner)
         finishes.append(finish)
-    return Handle(parts, lambda values: [f(v) for f, v in zip(finishes, values)])
+    return _group_handle(parts, finishes)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set) -> Handle:
     """Submits the allreduce of every tensor in `tensors` together (fused by the engine);
     ``synchronize`` returns the list of new tensors."""
-    check_process_set(process_set)
     return grouped_submit(tensors, False, average, name, op, prescale_factor, postscale_factor,
-                          _engine.Compression.none)
+                          _engine.Compression.none, process_set)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set) -> Handle:
     """In-place grouped_allreduce_async."""
-    check_process_set(process_set)
     return grouped_submit(tensors, True, average, name, op, prescale_factor, postscale_factor,
-                          _engine.Compression.none)
+                          _engine.Compression.none, process_set)
 
 
 # ----------------------------------------------------------------------- BytePS push_pull
@@ -251,42 +382,70 @@ def _rows_input(tensor, what: str, reducing: bool = False):
     return stage, array, dtype
 
 
+def _result_on_device(stage, dtype):
+    """The finish of an operation whose result the engine returns (a numpy array)."""
+    return lambda value: stage.to_device(_tensors.tensor_of(value, dtype))
+
+
+def allgather_parts(tensors, names, process_set=global_process_set):
+    """(engine handles, finishes) of the allgathers of `tensors` in `process_set`: every
+    tensor is checked before the first is submitted."""
+    set_id = process_set_id(process_set)
+    staged = [_rows_input(t, "allgather") for t in tensors]
+    parts, finishes = [], []
+    for t, n, (stage, array, dtype) in zip(tensors, names, staged):
+        with refusals():
+            parts.append(_engine.allgather(
+                array, name=_tensors.wire_name(n, t, "allgather", set_id), dtype=dtype,
+                process_set=set_id))
+        finishes.append(_result_on_device(stage, t.dtype))
+    return parts, finishes
+
+
 def allgather_async(tensor, name=None, process_set=global_process_set) -> Handle:
     """Submits an allgather: every rank's `tensor` concatenated along the first dimension
-    (which may differ between ranks), in rank order."""
-    check_process_set(process_set)
-    stage, array, dtype = _rows_input(tensor, "allgather")
-    inner = _engine.allgather(array, name=_tensors.wire_name(name, tensor, "allgather"),
-                              dtype=dtype)
-    return Handle([inner], lambda values: stage.to_device(
-        _tensors.tensor_of(values[0], tensor.dtype)))
+    (which may differ between ranks), in rank order (of the set's members)."""
+    parts, finishes = allgather_parts([tensor], [name], process_set)
+    return Handle(parts, lambda values: finishes[0](values[0]))
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set) -> Handle:
+    """Submits the allgather of every tensor in `tensors` (tensor i under ``name.i``; unnamed:
+    numbered by the engine), one after the other once all have passed the checks;
+    ``synchronize`` returns the list of gathered tensors."""
+    process_set_id(process_set)
+    tensors = group_of(tensors, "grouped allgather")
+    return _group_handle(*allgather_parts(tensors, _group_names(name, len(tensors)),
+                                          process_set))
 
 
 # ------------------------------------------------------------------------------ broadcast
 
-def _broadcast_submit(tensor, root_rank, name, in_place) -> Handle:
+def _broadcast_submit(tensor, root_rank, name, in_place, process_set) -> Handle:
+    set_id = process_set_id(process_set)
     _tensors.check_tensor(tensor)
     stage = _tensors.HostStage(tensor)
     out = stage.host if in_place else torch.empty_like(stage.host)
     array, dtype = _tensors.array_of(stage.host)
     output = array if in_place else _tensors.array_of(out)[0]
-    inner = _engine.broadcast(array, int(root_rank), output,
-                              name=_tensors.wire_name(name, tensor, "broadcast"), dtype=dtype)
+    with refusals():
+        inner = _engine.broadcast(array, int(root_rank), output,
+                                  name=_tensors.wire_name(name, tensor, "broadcast", set_id),
+                                  dtype=dtype, process_set=set_id)
     if in_place:
         return Handle([inner], lambda values: stage.copy_back())
     return Handle([inner], lambda values: stage.to_device(out))
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set) -> Handle:
-    """Submits a broadcast of root_rank's `tensor` into a new tensor on every rank."""
-    check_process_set(process_set)
-    return _broadcast_submit(tensor, root_rank, name, False)
+    """Submits a broadcast of root_rank's `tensor` into a new tensor on every rank (of
+    `process_set`; root_rank is a job rank, a member of it)."""
+    return _broadcast_submit(tensor, root_rank, name, False, process_set)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set) -> Handle:
     """In-place broadcast_async: `tensor` receives root_rank's values."""
-    check_process_set(process_set)
-    return _broadcast_submit(tensor, root_rank, name, True)
+    return _broadcast_submit(tensor, root_rank, name, True, process_set)
 
 
 # ------------------------------------------------------------------------------- alltoall
@@ -295,18 +454,26 @@ def _splits_array(splits) -> Optional[np.ndarray]:
     if splits is None:
         return None
     if isinstance(splits, torch.Tensor):
+        if splits.is_floating_point() or splits.is_complex() or splits.dtype == torch.bool:
+            raise ValueError(f"alltoall: splits must hold integers (Horovod's are int32), got a "
+                             f"tensor of {splits.dtype}")
         splits = splits.detach().cpu().numpy()
-    return np.ascontiguousarray(np.asarray(splits), dtype=np.int64)
+    array = np.asarray(splits)
+    if array.size and array.dtype.kind not in "iu":
+        raise ValueError(f"alltoall: splits must hold integers, got {array.dtype} values")
+    return np.ascontiguousarray(array, dtype=np.int64)
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set) -> Handle:
     """Submits an alltoall: rows ``splits[j]`` of `tensor`'s first dimension go to rank j
     (None: size() equal parts). ``synchronize`` returns ``(received rows in rank order,
     received_splits as an int32 tensor)``."""
-    check_process_set(process_set)
+    set_id = process_set_id(process_set)
     stage, array, dtype = _rows_input(tensor, "alltoall")
-    inner = _engine.alltoall(array, _splits_array(splits),
-                             name=_tensors.wire_name(name, tensor, "alltoall"), dtype=dtype)
+    with refusals():
+        inner = _engine.alltoall(array, _splits_array(splits),
+                                 name=_tensors.wire_name(name, tensor, "alltoall", set_id),
+                                 dtype=dtype, process_set=set_id)
 
     def finish(values):
         data, received = values[0]
@@ -318,14 +485,38 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
 
 # -------------------------------------------------------------------------- reducescatter
 
+def reducescatter_parts(tensors, names, op, prescale_factor, postscale_factor,
+                        process_set=global_process_set):
+    """(engine handles, finishes) of the reducescatters of `tensors` in `process_set`, all
+    checked first."""
+    set_id = process_set_id(process_set)
+    check_op(op)
+    staged = [_rows_input(t, "reducescatter", reducing=True) for t in tensors]
+    parts, finishes = [], []
+    for t, n, (stage, array, dtype) in zip(tensors, names, staged):
+        with refusals():
+            parts.append(_engine.reducescatter(array, name=n, op=op, prescale=prescale_factor,
+                                               postscale=postscale_factor, dtype=dtype,
+                                               process_set=set_id))
+        finishes.append(_result_on_device(stage, t.dtype))
+    return parts, finishes
+
+
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
                         prescale_factor=1.0, postscale_factor=1.0) -> Handle:
     """Submits a reducescatter: this rank's part of the reduction (default Average) of
     `tensor`; the first dimension is cut into size() parts, the first dim0 % size() ranks
     getting one row more."""
-    check_process_set(process_set)
-    stage, array, dtype = _rows_input(tensor, "reducescatter", reducing=True)
-    inner = _engine.reducescatter(array, name=name, op=op, prescale=prescale_factor,
-                                  postscale=postscale_factor, dtype=dtype)
-    return Handle([inner], lambda values: stage.to_device(
-        _tensors.tensor_of(values[0], tensor.dtype)))
+    parts, finishes = reducescatter_parts([tensor], [name], op, prescale_factor,
+                                           postscale_factor, process_set)
+    return Handle(parts, lambda values: finishes[0](values[0]))
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0) -> Handle:
+    """Submits the reducescatter of every tensor in `tensors` (as grouped_allgather_async
+    does); ``synchronize`` returns the list of this rank's parts."""
+    process_set_id(process_set)
+    tensors = group_of(tensors, "grouped reducescatter")
+    return _group_handle(*reducescatter_parts(tensors, _group_names(name, len(tensors)), op,
+                                               prescale_factor, postscale_factor, process_set))

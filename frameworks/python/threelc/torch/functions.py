@@ -7,6 +7,9 @@
   hyperparameters loaded into every rank's optimizer;
 - ``broadcast_object(obj, root_rank=0, name=None)`` and ``allgather_object(obj, name=None)``:
   any picklable object (pickled, sent as a uint8 tensor, unpickled).
+
+Each takes ``process_set=``, as Horovod's: it then runs among that set's members only (root_rank
+stays a job rank, a member of the set; allgather_object returns the members' objects).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import torch
 
 from .. import engine as _engine
 from . import ops
-from .optimizer import FEEDBACK_KEY
+from .optimizer import FEEDBACK_KEY, _DistributedOptimizer
 
 
 def _pairs(params):
@@ -91,17 +94,44 @@ def allgather_object(obj: Any, name: Optional[str] = None,
     return out
 
 
+def _create_state(optimizer: torch.optim.Optimizer, model) -> None:
+    """Horovod's start for an optimizer without state yet (no step taken): every parameter
+    that requires a gradient gets a zero gradient (sparse for SparseAdam, and for SGD on the
+    parameters of `model`'s sparse Embeddings) and the optimizer's own step runs once, not
+    DistributedOptimizer's (which would allreduce), creating its state (momentum buffers...)."""
+    sparse = {id(p) for m in (model.modules() if model is not None else ())
+              if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+                if isinstance(optimizer, torch.optim.SparseAdam) or \
+                        (isinstance(optimizer, torch.optim.SGD) and id(p) in sparse):
+                    p.grad = p.grad.to_sparse()
+    cls = type(optimizer)
+    if cls.__dict__.get("synchronize") is _DistributedOptimizer.synchronize:
+        super(cls, optimizer).step()  # the wrapped optimizer's class
+    else:
+        optimizer.step()
+
+
 def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int,
                               model=None, process_set=ops.global_process_set) -> None:
     """Loads root_rank's optimizer state (per-parameter state such as momentum buffers, and
     every param group's hyperparameters such as lr) into `optimizer` on every rank.
 
-    The state travels as one serialized object (torch.save), loaded on the CPU and moved by
-    ``load_state_dict`` to each parameter's device. Every rank's optimizer must hold the
-    same parameters in the same groups. `model` is accepted for Horovod compatibility.
+    An optimizer that has not stepped yet gets its state first, as in Horovod: zero gradients
+    for the parameters that require one, and one step of the optimizer's own (with weight
+    decay this moves the parameters, alike on every rank that holds the same ones); `model`
+    names the sparse Embeddings whose SGD gradients are sparse. The state travels as one
+    serialized object (torch.save), loaded on the CPU and moved by ``load_state_dict`` to each
+    parameter's device. Every rank's optimizer must hold the same parameters in the same
+    groups.
     """
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    if not optimizer.state:
+        _create_state(optimizer, model)
     root = _engine.rank() == root_rank
     blob = None
     if root:

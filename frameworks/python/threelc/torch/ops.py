@@ -5,10 +5,16 @@ Every ``*_async`` function submits to the engine and returns a :class:`Handle`;
 operations; ``(tensor, received_splits)`` for alltoall), ``poll(handle)`` says whether it has
 finished. A failed operation raises :class:`threelc.ThreelcError` (also exported as
 ``HorovodInternalError``) carrying the engine's message. Functions ending in ``_`` work in
-place. The synchronous forms of allreduce, grouped_allreduce, allgather, broadcast, alltoall
-and reducescatter are differentiable, as in Horovod (see :mod:`threelc.torch.autograd`).
+place. The synchronous forms of allreduce, allgather, broadcast, alltoall and reducescatter,
+and the grouped ones (grouped_allreduce, grouped_allgather, grouped_reducescatter), are
+differentiable, as in Horovod (see :mod:`threelc.torch.autograd`). A submission under a name
+this rank already has in flight raises ``DuplicateNameError`` (a ValueError) at once.
 
-Operations are matched across ranks by name; unnamed ones by call order per kind. Every rank
+Every collective but push_pull and join takes ``process_set=`` (:class:`ProcessSet`) and runs
+among its members only, in the set's terms (rank, size, member order), as in Horovod.
+
+Operations are matched across ranks by name (per process set); unnamed ones by call order per
+kind and set. Every rank
 must pass a tensor of the same dtype and shape (allgather and alltoall: the first dimension
 may differ) for a name; otherwise the operation fails on every rank naming the ranks and what
 each sent.
@@ -27,12 +33,14 @@ from .. import engine as _engine
 from ..engine import Average
 from . import autograd
 # The submissions and handles, also part of this module's API:
-from .async_ops import (Handle, HorovodInternalError, ProcessSet, allgather_async,
-                        allreduce_async, allreduce_async_, alltoall_async, broadcast_async,
-                        broadcast_async_, check_process_set, global_process_set,
-                        grouped_allreduce_async, grouped_allreduce_async_, poll,
-                        push_pull_async, push_pull_async_, push_pull_async_inplace,
-                        reducescatter_async, resolve_op, synchronize)
+from .async_ops import (DuplicateNameError, Handle, HorovodInternalError, ProcessSet,
+                        allgather_async, allreduce_async, allreduce_async_, alltoall_async,
+                        broadcast_async, broadcast_async_,
+                        global_process_set, group_of, grouped_allgather_async,
+                        grouped_allreduce_async, grouped_allreduce_async_,
+                        grouped_reducescatter_async, poll, push_pull_async, push_pull_async_,
+                        process_set_id, push_pull_async_inplace, reducescatter_async,
+                        refusals, resolve_op, synchronize)
 from .compression import Compression, check_compressor, engine_compression
 
 
@@ -48,12 +56,13 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     error feedback kept under `name` (give a gradient the same name every step).
     Differentiable: the gradient is the same allreduce of the incoming gradient.
     """
-    check_process_set(process_set)
+    process_set_id(process_set)
     check_compressor(compression)
     op = resolve_op(op, average)
     compressed, ctx = compression.compress(tensor)
     reduced = autograd.AllreduceFn.apply(compressed, name, op, prescale_factor,
-                                         postscale_factor, engine_compression(compression))
+                                         postscale_factor, engine_compression(compression),
+                                         process_set)
     return compression.decompress(reduced, ctx)
 
 
@@ -71,14 +80,14 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
                       process_set=global_process_set) -> List[torch.Tensor]:
     """The allreduce of every tensor in `tensors`, submitted together; a list of new tensors.
     Differentiable."""
-    check_process_set(process_set)
+    process_set_id(process_set)
     check_compressor(compression)
     op = resolve_op(op, average)
     pairs = [compression.compress(t) for t in tensors]
     if not pairs:
         raise ValueError("grouped allreduce needs at least one tensor")
     reduced = autograd.GroupedAllreduceFn.apply(name, op, prescale_factor, postscale_factor,
-                                                engine_compression(compression),
+                                                engine_compression(compression), process_set,
                                                 *[c for c, _ in pairs])
     return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, pairs)]
 
@@ -111,18 +120,28 @@ push_pull_inplace = push_pull_
 # ------------------------------------------------------------------------------ allgather
 
 def allgather(tensor, name=None, process_set=global_process_set) -> torch.Tensor:
-    """Every rank's `tensor` concatenated along dimension 0 in rank order. Differentiable."""
-    check_process_set(process_set)
-    return autograd.AllgatherFn.apply(tensor, name)
+    """Every rank's `tensor` concatenated along dimension 0 in rank order. Differentiable, as
+    in Horovod: the gradient is this rank's rows of the mean of every rank's incoming
+    gradient."""
+    process_set_id(process_set)
+    return autograd.AllgatherFn.apply(tensor, name, process_set)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set) -> List[torch.Tensor]:
+    """The allgather of every tensor in `tensors`, submitted together; a list of new tensors.
+    Differentiable, as allgather."""
+    process_set_id(process_set)
+    tensors = group_of(tensors, "grouped allgather")
+    return list(autograd.GroupedAllgatherFn.apply(name, process_set, *tensors))
 
 
 # ------------------------------------------------------------------------------ broadcast
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set) -> torch.Tensor:
-    """root_rank's `tensor`, as a new tensor on every rank. Differentiable: the gradient is
-    the sum of every rank's gradient on the root, zero elsewhere."""
-    check_process_set(process_set)
-    return autograd.BroadcastFn.apply(tensor, int(root_rank), name)
+    """root_rank's `tensor`, as a new tensor on every rank. Differentiable, as in Horovod: the
+    gradient is the mean of every rank's incoming gradient on the root, zero elsewhere."""
+    process_set_id(process_set)
+    return autograd.BroadcastFn.apply(tensor, int(root_rank), name, process_set)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set) -> torch.Tensor:
@@ -136,39 +155,60 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Scatters rows of `tensor` to every rank and gathers what they send here. Returns the
     received rows (in rank order) and, when `splits` was given, also the received splits
     (an int32 tensor), as Horovod does. Differentiable."""
-    check_process_set(process_set)
-    output, received = autograd.AlltoallFn.apply(tensor, splits, name)
+    process_set_id(process_set)
+    output, received = autograd.AlltoallFn.apply(tensor, splits, name, process_set)
     return output if splits is None else (output, received)
 
 
 # -------------------------------------------------------------------------- reducescatter
 
-def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
-                  process_set=global_process_set, prescale_factor=1.0,
-                  postscale_factor=1.0) -> torch.Tensor:
-    """This rank's part of the reduction of `tensor` (see reducescatter_async).
-    Differentiable: the gradient is the allgather of the incoming gradients, scaled."""
-    check_process_set(process_set)
+def _check_reducescatter_compression(compression) -> None:
     check_compressor(compression)
     if engine_compression(compression).mode != _engine.Compression.none.mode:
         raise ValueError(f"reducescatter does not take {compression!r}: the engine compresses "
                          f"allreduce only (use Compression.none or Compression.fp16)")
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0,
+                  postscale_factor=1.0) -> torch.Tensor:
+    """This rank's part of the reduction of `tensor` (see reducescatter_async).
+    Differentiable, as in Horovod: the gradient is the allgather of the incoming gradients
+    times prescale * postscale, and times size() for Sum."""
+    process_set_id(process_set)
+    _check_reducescatter_compression(compression)
     compressed, ctx = compression.compress(tensor)
     reduced = autograd.ReducescatterFn.apply(compressed, name, op, prescale_factor,
-                                             postscale_factor)
+                                             postscale_factor, process_set)
     return compression.decompress(reduced, ctx)
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0) -> List[torch.Tensor]:
+    """The reducescatter of every tensor in `tensors`, submitted together; a list of this
+    rank's parts. Differentiable, as reducescatter."""
+    process_set_id(process_set)
+    _check_reducescatter_compression(compression)
+    pairs = [compression.compress(t) for t in group_of(tensors, "grouped reducescatter")]
+    reduced = autograd.GroupedReducescatterFn.apply(name, op, prescale_factor, postscale_factor,
+                                                    process_set, *[c for c, _ in pairs])
+    return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, pairs)]
 
 
 # -------------------------------------------------------------------------- barrier, join
 
 def barrier(process_set=global_process_set) -> None:
-    """Returns once every rank has called barrier()."""
-    check_process_set(process_set)
-    _engine.barrier().wait()
+    """Returns once every rank (of `process_set`) has called barrier()."""
+    set_id = process_set_id(process_set)
+    with refusals():
+        handle = _engine.barrier(set_id)
+    handle.wait()
 
 
 def join(device=-1) -> int:
     """This rank has no more data: until every rank has joined it takes part in the others'
     allreduces with the op's identity (allgathers with no rows). Returns the rank that joined
-    last. `device` is accepted for Horovod compatibility."""
+    last. `device` is accepted for Horovod compatibility. Join is global, as in Horovod: it
+    takes no process set."""
     return int(_engine.join().wait())
