@@ -60,7 +60,8 @@ struct RawRequest {
   Bytes bytes() const {
     te::ByteWriter w;
     w.u32(magic);
-    w.u8(0);
+    w.u8(0);  // shutdown
+    w.u8(0);  // blocked
     w.u32(hits);
     for (uint32_t i = 0; i < hits && i < 4; ++i) w.u32(i);
     w.u32(requests);

@@ -11,11 +11,13 @@ namespace {
 TEST(NegotiationMessages, CycleRequestRoundTripsEveryField) {
   te::CycleRequest m;
   m.shutdown = true;
+  m.blocked = true;
   m.cache_hits = {0, 5, 1, std::numeric_limits<uint32_t>::max()};
   m.requests = varied_requests();
   const Bytes bytes = te::serialize(m);
   const te::CycleRequest back = te::parse_cycle_request(bytes);
   EXPECT_TRUE(back.shutdown);
+  EXPECT_TRUE(back.blocked);
   EXPECT_EQ(back.cache_hits, m.cache_hits);
   ASSERT_EQ(back.requests.size(), m.requests.size());
   for (size_t i = 0; i < m.requests.size(); ++i) {
@@ -29,9 +31,10 @@ TEST(NegotiationMessages, CycleRequestRoundTripsEveryField) {
 TEST(NegotiationMessages, EmptyCycleRequestRoundTrips) {
   const te::CycleRequest m;
   const Bytes bytes = te::serialize(m);
-  EXPECT_EQ(bytes.size(), 4u + 1u + 4u + 4u);
+  EXPECT_EQ(bytes.size(), 4u + 1u + 1u + 4u + 4u);
   const te::CycleRequest back = te::parse_cycle_request(bytes);
   EXPECT_FALSE(back.shutdown);
+  EXPECT_FALSE(back.blocked);
   EXPECT_TRUE(back.cache_hits.empty());
   EXPECT_TRUE(back.requests.empty());
 }
@@ -41,6 +44,7 @@ TEST(NegotiationMessages, EmptyCycleRequestRoundTrips) {
 TEST(NegotiationMessages, CycleRequestMatchesTheDocumentedLayout) {
   te::CycleRequest m;
   m.shutdown = true;
+  m.blocked = true;
   m.cache_hits = {0x01020304};
   te::OpRequest r = op_request("ab", te::OpKind::kReducescatter, {3, 2}, te::ElementType::kFloat16);
   r.op = te::ReduceOp::kMax;
@@ -59,6 +63,7 @@ TEST(NegotiationMessages, CycleRequestMatchesTheDocumentedLayout) {
   const auto u8 = [&](unsigned v) { w.u8(static_cast<uint8_t>(v)); };
   for (unsigned v : {0x51u, 0x45u, 0x52u, 0x33u}) u8(v);      // magic 0x33524551, little-endian
   u8(1);                                                      // shutdown
+  u8(1);                                                      // blocked
   for (unsigned v : {1u, 0u, 0u, 0u, 4u, 3u, 2u, 1u}) u8(v);  // 1 hit: slot 0x01020304
   for (unsigned v : {1u, 0u, 0u, 0u}) u8(v);                  // 1 request
   for (unsigned v : {2u, 0u, 0u, 0u, 0x61u, 0x62u}) u8(v);    // name

@@ -392,6 +392,33 @@ TEST(HandleTable, WaitIsWokenByAnotherThreadsComplete) {
   completer2.join();
 }
 
+// What each rank tells the coordinator's deadlock detection: a thread inside a long enough
+// wait, or just out of one that timed out (the Python binding waits in slices), is blocked; a
+// poll-like wait is not.
+TEST(HandleTable, BlockedWhileAThreadWaitsLongEnough) {
+  te::HandleTable table;
+  const te::Handle h = table.create();
+  EXPECT_FALSE(table.blocked(std::chrono::steady_clock::now()));
+  EXPECT_EQ(table.wait(h, 1ms), THREELC_ETIMEOUT);  // shorter than kBlockingWait
+  EXPECT_FALSE(table.blocked(std::chrono::steady_clock::now()));
+  std::atomic<bool> seen{false};
+  std::thread waiter([&] { EXPECT_EQ(table.wait(h, std::nullopt), THREELC_OK); });
+  for (int i = 0; i < 2000 && !seen; ++i) {
+    seen = table.blocked(std::chrono::steady_clock::now());
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_TRUE(seen);
+  table.complete(h, THREELC_OK, "");
+  waiter.join();
+  // Woken by its completion: no longer blocked.
+  EXPECT_FALSE(table.blocked(std::chrono::steady_clock::now()));
+  const te::Handle h2 = table.create();
+  EXPECT_EQ(table.wait(h2, te::HandleTable::kBlockingWait), THREELC_ETIMEOUT);
+  const auto after = std::chrono::steady_clock::now();
+  EXPECT_TRUE(table.blocked(after));  // between two slices of a longer wait
+  EXPECT_FALSE(table.blocked(after + te::HandleTable::kBlockingGrace));
+}
+
 TEST(HandleTable, ManyWaitersAreAllWoken) {
   te::HandleTable table;
   const te::Handle h = table.create();

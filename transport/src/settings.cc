@@ -61,7 +61,10 @@ constexpr Setting kSettings[] = {
      "seconds any other wait (a send, a receive) may take; then an error naming the peer. A "
      "quarter of it (at most 3 s) before then, the wait asks the peer what it waits for: a peer "
      "that waits for another rank is not blamed but waited for, up to three times "
-     "`THREELC_TIMEOUT` in all (docs/RELIABILITY.md, \"Whom a timeout blames\")"},
+     "`THREELC_TIMEOUT` in all (docs/RELIABILITY.md, \"Whom a timeout blames\"). The engine's "
+     "operations fail (THREELC_EMISMATCH) when every rank has been blocked waiting for "
+     "operations that cannot run for this long, a deadlock (docs/ARCHITECTURE.md, "
+     "\"Negotiation\")"},
     {"THREELC_MAX_MESSAGE_BYTES", Type::kBytes, "2147483648",
      "an integer number of bytes (suffix K, M or G for KiB, MiB, GiB), up to 2^48",
      "hard limit on one frame's length field", ""},

@@ -60,7 +60,8 @@ Coordinator::Coordinator(const Options& options)
     : options_(options),
       sets_(options.size),
       stalls_(std::make_unique<StallInspector>(options.stall_warning, options.size)),
-      timed_out_(static_cast<size_t>(std::max(options.size, 1))) {}
+      timed_out_(static_cast<size_t>(std::max(options.size, 1))),
+      blocked_(static_cast<size_t>(std::max(options.size, 1)), 0) {}
 
 Coordinator::~Coordinator() = default;
 
@@ -97,8 +98,10 @@ std::optional<Response> Coordinator::refusal(int rank, const OpRequest& r) const
 }
 
 void Coordinator::add(int rank, std::vector<OpRequest> requests, bool shutdown,
-                      Clock::time_point now) {
+                      Clock::time_point now, bool blocked) {
   if (shutdown && shutdown_rank_ < 0) shutdown_rank_ = rank;
+  blocked_[static_cast<size_t>(rank)] = blocked ? 1 : 0;
+  if (!requests.empty()) submitted_ = true;
   for (OpRequest& r : requests) {
     const bool join = r.kind == OpKind::kJoin;
     if (auto refused = refusal(rank, r)) {
@@ -278,6 +281,7 @@ CycleResponse Coordinator::respond(Clock::time_point now) {
   }
   std::sort(ready_keys.begin(), ready_keys.end());
   std::vector<Response> singles = std::exchange(refused_, {});
+  bool progressed = !ready_keys.empty() || !singles.empty();
   for (const auto& [order, key] : ready_keys) {
     const auto it = pending_.find(key);
     if (it == pending_.end()) continue;  // its set was removed earlier in this cycle
@@ -290,8 +294,12 @@ CycleResponse Coordinator::respond(Clock::time_point now) {
     }
   }
   out.responses = fuse(std::move(singles), options_.fusion_threshold);
-  for (Response& failed : time_out(now)) out.responses.push_back(std::move(failed));
+  for (Response& failed : time_out(now)) {
+    out.responses.push_back(std::move(failed));
+    progressed = true;
+  }
   if (join_.submitted == options_.size) {
+    progressed = true;
     Response r;
     r.kind = OpKind::kJoin;
     r.tensors = {*join_.by_rank[0]};
@@ -299,6 +307,9 @@ CycleResponse Coordinator::respond(Clock::time_point now) {
     out.responses.push_back(std::move(r));
     join_ = Pending{};
     stalls_->finished(kJoinDisplayName);
+  }
+  for (Response& failed : break_deadlock(now, progressed)) {
+    out.responses.push_back(std::move(failed));
   }
   out.shutdown = shutdown_rank_ >= 0;
   out.shutdown_rank = shutdown_rank_;
@@ -315,10 +326,7 @@ std::vector<Response> Coordinator::time_out(Clock::time_point now) {
   if (due.empty()) return failed;
   std::sort(due.begin(), due.end());
   // Every pending tensor in arrival order (the due ones too): the hints of the messages.
-  ByOrder by_order;
-  by_order.reserve(pending_.size());
-  for (const auto& [key, p] : pending_) by_order.emplace_back(p.order, key);
-  std::sort(by_order.begin(), by_order.end());
+  const ByOrder by_order = pending_by_order();
   for (const auto& [order, key] : due) {
     const Pending& p = pending_.at(key);
     Response r;
@@ -346,24 +354,35 @@ std::vector<Response> Coordinator::time_out(Clock::time_point now) {
   return failed;
 }
 
-std::string Coordinator::timeout_message(const OpKey& key, const Pending& pending,
-                                         const ByOrder& by_order, Clock::time_point now) const {
-  std::vector<int> submitted;
-  std::vector<int> joined;
-  std::vector<int> missing;
+Coordinator::ByOrder Coordinator::pending_by_order() const {
+  ByOrder by_order;
+  by_order.reserve(pending_.size());
+  for (const auto& [key, p] : pending_) by_order.emplace_back(p.order, key);
+  std::sort(by_order.begin(), by_order.end());
+  return by_order;
+}
+
+Coordinator::Parties Coordinator::parties(const OpKey& key, const Pending& pending) const {
+  Parties out;
   const OpKind kind = first_request(pending).kind;
   const bool joins_count = key.process_set == kGlobalProcessSet && !negotiated_globally(kind);
   const std::vector<int32_t> expected = *expected_ranks(key, kind);
   for (const int32_t member : expected) {
     const auto rank = static_cast<size_t>(member);
     if (pending.by_rank[rank]) {
-      submitted.push_back(member);
+      out.submitted.push_back(member);
     } else if (joins_count && has_joined(rank)) {
-      joined.push_back(member);
+      out.joined.push_back(member);
     } else {
-      missing.push_back(member);
+      out.missing.push_back(member);
     }
   }
+  return out;
+}
+
+std::string Coordinator::timeout_message(const OpKey& key, const Pending& pending,
+                                         const ByOrder& by_order, Clock::time_point now) const {
+  const auto [submitted, joined, missing] = parties(key, pending);
   std::string message = "tensor " + quoted(key) + " was submitted by " + ranks_text(submitted);
   if (!joined.empty()) {
     message += " (" + ranks_text(joined) + (joined.size() == 1 ? " has" : " have") + " joined)";
@@ -409,6 +428,81 @@ std::string Coordinator::pending_hint(int rank, const OpKey& key, const ByOrder&
             " timed out";
   }
   return hint;
+}
+
+std::vector<Response> Coordinator::break_deadlock(Clock::time_point now, bool progressed) {
+  bool all_blocked = true;
+  for (size_t rank = 0; rank < blocked_.size(); ++rank) {
+    if (!blocked_[rank] && !has_joined(rank)) all_blocked = false;
+  }
+  std::fill(blocked_.begin(), blocked_.end(), 0);
+  const bool submitted = std::exchange(submitted_, false);
+  if (options_.deadlock_timeout <= Clock::duration::zero() || progressed || submitted ||
+      shutdown_rank_ >= 0 || !all_blocked || pending_.empty()) {
+    stuck_since_.reset();
+    return {};
+  }
+  if (!stuck_since_) stuck_since_ = now;
+  if (now - *stuck_since_ < options_.deadlock_timeout) return {};
+  stuck_since_.reset();
+  const ByOrder by_order = pending_by_order();
+  const std::string message = deadlock_message(by_order);
+  std::vector<Response> failed;
+  for (const auto& [order, key] : by_order) {
+    failed.push_back(error_response(first_request(pending_.at(key)), THREELC_EMISMATCH, message));
+    forget(key);
+  }
+  return failed;
+}
+
+std::string Coordinator::deadlock_message(const ByOrder& by_order) const {
+  // What each rank waits for, ranks waiting for the same grouped: "rank 1 waits for barrier
+  // (submitted by rank 1, not by rank 0)".
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (size_t r = 0; r < blocked_.size(); ++r) {
+    std::string waits;
+    if (has_joined(r)) {
+      waits = "has joined";
+    } else {
+      std::vector<std::string> names;
+      size_t more = 0;
+      for (const auto& [order, key] : by_order) {
+        const Pending& p = pending_.at(key);
+        if (!p.by_rank[r]) continue;
+        if (names.size() == kHintNames) {
+          ++more;
+          continue;
+        }
+        const Parties who = parties(key, p);
+        std::string name = what(*p.by_rank[r]) + " (submitted by " + ranks_text(who.submitted);
+        if (!who.joined.empty()) name += ", " + ranks_text(who.joined) + " joined";
+        if (!who.missing.empty()) name += ", not by " + ranks_text(who.missing);
+        names.push_back(name + ")");
+      }
+      waits = names.empty() ? "has nothing pending" : "waits for " + names_text(names, more);
+    }
+    const auto same = std::find_if(groups.begin(), groups.end(),
+                                   [&](const auto& group) { return group.first == waits; });
+    if (same != groups.end()) {
+      same->second.push_back(static_cast<int>(r));
+    } else {
+      groups.emplace_back(waits, std::vector<int>{static_cast<int>(r)});
+    }
+  }
+  std::string message =
+      "deadlock: every rank has been blocked waiting for operations that cannot run for " +
+      format_seconds(options_.deadlock_timeout) + " (THREELC_TIMEOUT): ";
+  for (size_t i = 0; i < groups.size() && i < kHintRanks; ++i) {
+    auto& [waits, ranks] = groups[i];
+    if (i > 0) message += "; ";
+    if (ranks.size() > 1 && waits.rfind("waits ", 0) == 0) waits.replace(0, 5, "wait");
+    if (ranks.size() > 1 && waits.rfind("has ", 0) == 0) waits.replace(0, 3, "have");
+    message += ranks_text(ranks) + " " + waits;
+  }
+  if (groups.size() > kHintRanks) {
+    message += " (and " + std::to_string(groups.size() - kHintRanks) + " more groups of ranks)";
+  }
+  return message;
 }
 
 std::vector<std::string> Coordinator::stall_warnings(Clock::time_point now) {

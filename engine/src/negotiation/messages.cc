@@ -73,6 +73,7 @@ std::vector<std::byte> serialize(const CycleRequest& m) {
   ByteWriter out;
   out.u32(kRequestMagic);
   out.u8(m.shutdown ? 1 : 0);
+  out.u8(m.blocked ? 1 : 0);
   out.u32(static_cast<uint32_t>(m.cache_hits.size()));
   for (uint32_t slot : m.cache_hits) out.u32(slot);
   out.u32(static_cast<uint32_t>(m.requests.size()));
@@ -85,6 +86,7 @@ CycleRequest parse_cycle_request(std::span<const std::byte> bytes) {
   check_magic(in, kRequestMagic);
   CycleRequest m;
   m.shutdown = in.u8() != 0;
+  m.blocked = in.u8() != 0;
   m.cache_hits.resize(in.count(4));
   for (auto& slot : m.cache_hits) slot = in.u32();
   const size_t n = in.count(1);

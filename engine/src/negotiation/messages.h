@@ -20,6 +20,9 @@ struct CycleRequest {
   std::vector<uint32_t> cache_hits;  // slots of the response cache this rank submitted again
   std::vector<OpRequest> requests;   // the other operations it submitted since the last cycle
   bool shutdown = false;             // this rank called threelc_shutdown
+  // A framework thread of this rank is blocked waiting for one of its operations (the
+  // coordinator's deadlock detection: docs/ARCHITECTURE.md, "Negotiation").
+  bool blocked = false;
 };
 
 enum class ResponseType : uint8_t { kRun = 0, kError = 1 };

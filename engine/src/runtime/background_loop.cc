@@ -33,6 +33,7 @@ BackgroundLoop::BackgroundLoop(const LoopParts& parts)
     options.fusion_threshold = parts.settings->fusion_threshold;
     options.stall_warning = parts.settings->stall_check_time;
     options.stall_timeout = parts.settings->stall_timeout;
+    options.deadlock_timeout = parts.timeout;
     coordinator_.emplace(options);
   }
 }
@@ -49,7 +50,7 @@ CycleResponse BackgroundLoop::coordinate(const CycleRequest& own) {
   const auto now = Coordinator::Clock::now();
   std::deque<ControlReceive> receives;
   for (int peer = 1; peer < size_; ++peer) receives.emplace_back(parts_.context->control(peer));
-  coordinator_->add(0, resolve(own), own.shutdown, now);
+  coordinator_->add(0, resolve(own), own.shutdown, now, own.blocked);
   for (int peer = 1; peer < size_; ++peer) {
     CycleRequest theirs;
     try {
@@ -58,7 +59,7 @@ CycleResponse BackgroundLoop::coordinate(const CycleRequest& own) {
       throw NegotiationError(
           "negotiation message from rank " + std::to_string(peer) + ": " + e.what(), peer);
     }
-    coordinator_->add(peer, resolve(theirs), theirs.shutdown, now);
+    coordinator_->add(peer, resolve(theirs), theirs.shutdown, now, theirs.blocked);
   }
   CycleResponse response = coordinator_->respond(now);
   if (parts_.log->enabled(LogLevel::kTrace)) {
@@ -81,6 +82,7 @@ CycleResponse BackgroundLoop::coordinate(const CycleRequest& own) {
 CycleResponse BackgroundLoop::negotiate(bool shutdown) {
   CycleRequest own;
   own.shutdown = shutdown;
+  own.blocked = parts_.handles->blocked(std::chrono::steady_clock::now());
   for (OpRequest& r : parts_.queue->take_new()) {
     if (auto slot = cache_.find(r)) {
       own.cache_hits.push_back(*slot);

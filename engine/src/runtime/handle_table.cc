@@ -32,17 +32,39 @@ int HandleTable::poll(Handle handle) const {
   return it->second->done ? 1 : 0;
 }
 
+namespace {
+
+int64_t steady_ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
 int HandleTable::wait(Handle handle, std::optional<std::chrono::milliseconds> timeout) {
   std::unique_lock lock(mutex_);
   const auto it = states_.find(handle);
   if (it == states_.end()) return THREELC_EINVAL;
   State& s = *it->second;
+  if (s.done) return s.code;
+  const bool blocking = !timeout || *timeout >= kBlockingWait;
+  if (blocking) blocked_waiters_.fetch_add(1);
+  bool finished = true;
   if (timeout) {
-    if (!finished_.wait_for(lock, *timeout, [&] { return s.done; })) return THREELC_ETIMEOUT;
+    finished = finished_.wait_for(lock, *timeout, [&] { return s.done; });
   } else {
     finished_.wait(lock, [&] { return s.done; });
   }
-  return s.code;
+  if (blocking) {
+    if (!finished) last_timed_out_ns_.store(steady_ns(std::chrono::steady_clock::now()));
+    blocked_waiters_.fetch_sub(1);
+  }
+  return finished ? s.code : THREELC_ETIMEOUT;
+}
+
+bool HandleTable::blocked(std::chrono::steady_clock::time_point now) const {
+  if (blocked_waiters_.load() > 0) return true;
+  const int64_t grace = std::chrono::nanoseconds(kBlockingGrace).count();
+  return steady_ns(now) - last_timed_out_ns_.load() < grace;
 }
 
 const std::string* HandleTable::error(Handle handle) const {

@@ -2,10 +2,12 @@
 // thread completes them. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,6 +42,13 @@ class HandleTable {
   // The operation's code, THREELC_ETIMEOUT if still pending after `timeout` (nullopt: no
   // limit), THREELC_EINVAL for an unknown handle.
   int wait(Handle handle, std::optional<std::chrono::milliseconds> timeout);
+  // Whether a thread is blocked waiting for an operation at `now` (what each rank tells the
+  // coordinator's deadlock detection): inside a wait without limit or of at least
+  // kBlockingWait, or out of such a wait that timed out less than kBlockingGrace ago (a caller
+  // that waits in slices, as the Python binding does, is between two of them). Lock-free.
+  bool blocked(std::chrono::steady_clock::time_point now) const;
+  static constexpr std::chrono::milliseconds kBlockingWait{10};
+  static constexpr std::chrono::milliseconds kBlockingGrace{100};
   // Valid until release; nullptr for an unknown handle.
   const std::string* error(Handle handle) const;
   const OpResult* result(Handle handle) const;
@@ -58,6 +67,9 @@ class HandleTable {
   std::condition_variable finished_;
   Handle next_ = 1;
   std::unordered_map<Handle, std::unique_ptr<State>> states_;
+  std::atomic<int> blocked_waiters_{0};
+  // When the last blocking wait timed out (steady clock, nanoseconds since its epoch).
+  std::atomic<int64_t> last_timed_out_ns_{std::numeric_limits<int64_t>::min() / 2};
 };
 
 }  // namespace threelc::engine

@@ -1,5 +1,5 @@
 """worker.py's cases of the other collectives and of cross-rank agreement: mismatched
-submissions, broadcast / allgather / alltoall / reducescatter, join."""
+submissions, a deadlock, broadcast / allgather / alltoall / reducescatter, join."""
 
 from __future__ import annotations
 
@@ -10,8 +10,38 @@ import numpy as np
 
 import threelc.numpy as hvd
 from threelc import engine
-from worker_checks import RANK, SIZE, check, emit, expect_equal, expect_error, names_rank
+from worker_checks import (RANK, SIZE, check, emit, expect_equal, expect_error, names_rank,
+                           out)
 from worker_data import ints, make, op_data
+
+
+def case_deadlock():
+    """Rank 0 waits for an allgather 'dl/a', rank 1 for an allreduce 'dl/b' (run with
+    THREELC_TIMEOUT=3 and the default stall timeout of 600 s): the coordinator sees both ranks
+    blocked with nothing to run, and after about 3 s each raises EMISMATCH naming the deadlock
+    and both operations; then a matching allreduce runs."""
+    hvd.init()
+    check(SIZE == 2, "the deadlock case runs with 2 ranks")
+    x = np.full(4, RANK + 1, np.float32)
+    if RANK == 0:
+        def wait_for_mine():
+            hvd.allgather(x, name="dl/a")
+    else:
+        def wait_for_mine():
+            hvd.allreduce(x, name="dl/b", op=hvd.Sum)
+    started = time.monotonic()
+    message = expect_error(wait_for_mine, engine.EMISMATCH, "mismatched waits", "deadlock",
+                           "THREELC_TIMEOUT", "rank 0 waits for allgather of tensor 'dl/a'",
+                           "rank 1 waits for allreduce of tensor 'dl/b'")
+    waited = time.monotonic() - started
+    check(2.5 <= waited < 10, lambda: f"the deadlock was broken after {waited:.2f} s, expected "
+                                      "about 3 s")
+    out(f"STAT deadlock rank {RANK} after {waited:.2f} s: {message}")
+    want = np.full(4, 3, np.float32)
+    for name in ("dl/after", "dl/b"):
+        expect_equal(hvd.allreduce(x, name=name, op=hvd.Sum), want, f"{name} after the deadlock")
+    emit("dl/after", want)
+    hvd.shutdown()
 
 
 def case_mismatch():

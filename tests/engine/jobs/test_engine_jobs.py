@@ -201,6 +201,12 @@ def test_stall_timeout_fails_a_name_mismatch_on_every_rank():
 
 
 @tcp_only
+def test_a_deadlock_fails_within_the_timeout_naming_what_each_rank_waits_for():
+    job = assert_ok(run_job(2, "deadlock", env={"THREELC_TIMEOUT": "3"}))
+    assert job.seconds < 60, job.describe()
+
+
+@tcp_only
 def test_runaway_error_feedback_is_logged_naming_the_tensor():
     job = assert_ok(run_job(2, "feedback_runaway", env={"THREELC_FEEDBACK_LIMIT": "100",
                                                         "THREELC_STATS": "1"}))

@@ -23,7 +23,7 @@ from threelc import engine
 from threelc.engine import ThreelcError
 from cases_allreduce import (case_async, case_big, case_dtypes_ops, case_error_feedback,
                              case_hierarchical, case_scale_tile, case_sizes)
-from cases_collectives import case_collectives, case_join, case_mismatch
+from cases_collectives import case_collectives, case_deadlock, case_join, case_mismatch
 from cases_feedback_checkpoint import case_feedback_checkpoint
 from cases_lifecycle import case_api, case_bad_env, case_dead_peer, case_shutdown
 from cases_observability import (case_feedback_nan, case_feedback_runaway, case_flush,
@@ -41,6 +41,7 @@ CASES = {
     "scale_tile": case_scale_tile,
     "async": case_async,
     "mismatch": case_mismatch,
+    "deadlock": case_deadlock,
     "collectives": case_collectives,
     "join": case_join,
     "shutdown": case_shutdown,
