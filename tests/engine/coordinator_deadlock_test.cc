@@ -25,16 +25,18 @@ te::CycleResponse cycle_blocked(te::Coordinator& c,
   return c.respond(now);
 }
 
-const std::vector<bool> kAll{true, true};
+std::vector<bool> all_blocked() { return {true, true}; }
 
 TEST(CoordinatorDeadlock, FailsEveryPendingTensorAfterTheTimeoutNamingWhatEachRankWaitsFor) {
   te::Coordinator c(deadlock_options(2, 3s));
   const te::OpRequest barrier = op_request("barrier.0", te::OpKind::kBarrier, {});
-  EXPECT_TRUE(cycle_blocked(c, {{op_request("x", te::OpKind::kAllgather)}, {barrier}}, kAll, t0)
-                  .responses.empty());
-  EXPECT_TRUE(cycle_blocked(c, {{}, {}}, kAll, t0 + 1s).responses.empty());  // stuck from here
-  EXPECT_TRUE(cycle_blocked(c, {{}, {}}, kAll, t0 + 3999ms).responses.empty());
-  const auto out = cycle_blocked(c, {{}, {}}, kAll, t0 + 4s);
+  EXPECT_TRUE(
+      cycle_blocked(c, {{op_request("x", te::OpKind::kAllgather)}, {barrier}}, all_blocked(), t0)
+          .responses.empty());
+  EXPECT_TRUE(
+      cycle_blocked(c, {{}, {}}, all_blocked(), t0 + 1s).responses.empty());  // stuck from here
+  EXPECT_TRUE(cycle_blocked(c, {{}, {}}, all_blocked(), t0 + 3999ms).responses.empty());
+  const auto out = cycle_blocked(c, {{}, {}}, all_blocked(), t0 + 4s);
   ASSERT_EQ(names_of(out), (Names{"x", "barrier.0"}));
   EXPECT_EQ(out.responses[0].kind, te::OpKind::kAllgather);
   EXPECT_EQ(out.responses[1].kind, te::OpKind::kBarrier);
@@ -49,38 +51,39 @@ TEST(CoordinatorDeadlock, FailsEveryPendingTensorAfterTheTimeoutNamingWhatEachRa
     EXPECT_EQ(r.error_message, expected);
   }
   // Forgotten: nothing more fails, and the next matching operation runs.
-  EXPECT_TRUE(cycle_blocked(c, {{}, {}}, kAll, t0 + 100s).responses.empty());
-  const auto next = cycle_blocked(c, {{op_request("y")}, {op_request("y")}}, kAll, t0 + 101s);
+  EXPECT_TRUE(cycle_blocked(c, {{}, {}}, all_blocked(), t0 + 100s).responses.empty());
+  const auto next =
+      cycle_blocked(c, {{op_request("y")}, {op_request("y")}}, all_blocked(), t0 + 101s);
   ASSERT_EQ(names_of(next), (Names{"y"}));
   EXPECT_EQ(next.responses[0].type, te::ResponseType::kRun);
 }
 
 TEST(CoordinatorDeadlock, ARankThatIsNotBlockedPreventsIt) {
   te::Coordinator c(deadlock_options(2, 3s));
-  cycle_blocked(c, {{op_request("a")}, {op_request("b")}}, kAll, t0);
+  cycle_blocked(c, {{op_request("a")}, {op_request("b")}}, all_blocked(), t0);
   for (int s = 1; s <= 100; ++s) {
     // Rank 1 is busy (computing, about to submit) in every cycle: no deadlock, however long.
     EXPECT_TRUE(cycle_blocked(c, {{}, {}}, {true, false}, t0 + s * 1s).responses.empty()) << s;
   }
   // One cycle in which rank 1 is not blocked restarts the clock.
-  cycle_blocked(c, {{}, {}}, kAll, t0 + 101s);
+  cycle_blocked(c, {{}, {}}, all_blocked(), t0 + 101s);
   cycle_blocked(c, {{}, {}}, {true, false}, t0 + 103s);
-  EXPECT_TRUE(cycle_blocked(c, {{}, {}}, kAll, t0 + 104s).responses.empty());
-  EXPECT_TRUE(cycle_blocked(c, {{}, {}}, kAll, t0 + 106s).responses.empty());
-  EXPECT_EQ(names_of(cycle_blocked(c, {{}, {}}, kAll, t0 + 107s)), (Names{"a", "b"}));
+  EXPECT_TRUE(cycle_blocked(c, {{}, {}}, all_blocked(), t0 + 104s).responses.empty());
+  EXPECT_TRUE(cycle_blocked(c, {{}, {}}, all_blocked(), t0 + 106s).responses.empty());
+  EXPECT_EQ(names_of(cycle_blocked(c, {{}, {}}, all_blocked(), t0 + 107s)), (Names{"a", "b"}));
 }
 
 TEST(CoordinatorDeadlock, ProgressResetsTheClock) {
   te::Coordinator c(deadlock_options(2, 3s));
-  cycle_blocked(c, {{op_request("a")}, {}}, kAll, t0);
-  cycle_blocked(c, {{}, {op_request("b")}}, kAll, t0 + 2s);  // a submission: not stuck yet
-  cycle_blocked(c, {{}, {}}, kAll, t0 + 2500ms);             // stuck from here
+  cycle_blocked(c, {{op_request("a")}, {}}, all_blocked(), t0);
+  cycle_blocked(c, {{}, {op_request("b")}}, all_blocked(), t0 + 2s);  // a submission: not stuck yet
+  cycle_blocked(c, {{}, {}}, all_blocked(), t0 + 2500ms);             // stuck from here
   // Something runs: the clock starts again.
-  const auto ran = cycle_blocked(c, {{op_request("c")}, {op_request("c")}}, kAll, t0 + 5s);
+  const auto ran = cycle_blocked(c, {{op_request("c")}, {op_request("c")}}, all_blocked(), t0 + 5s);
   EXPECT_EQ(names_of(ran), (Names{"c"}));
-  EXPECT_TRUE(cycle_blocked(c, {{}, {}}, kAll, t0 + 6s).responses.empty());
-  EXPECT_TRUE(cycle_blocked(c, {{}, {}}, kAll, t0 + 8999ms).responses.empty());
-  const auto out = cycle_blocked(c, {{}, {}}, kAll, t0 + 9s);
+  EXPECT_TRUE(cycle_blocked(c, {{}, {}}, all_blocked(), t0 + 6s).responses.empty());
+  EXPECT_TRUE(cycle_blocked(c, {{}, {}}, all_blocked(), t0 + 8999ms).responses.empty());
+  const auto out = cycle_blocked(c, {{}, {}}, all_blocked(), t0 + 9s);
   ASSERT_EQ(names_of(out), (Names{"a", "b"}));
   EXPECT_TRUE(contains(out.responses[0].error_message,
                        "rank 0 waits for allreduce of tensor 'a' (submitted by rank 0, not by "
@@ -91,12 +94,12 @@ TEST(CoordinatorDeadlock, ProgressResetsTheClock) {
 TEST(CoordinatorDeadlock, NothingPendingIsNoDeadlockAndZeroDisablesIt) {
   te::Coordinator idle(deadlock_options(2, 1s));
   for (int s = 0; s < 10; ++s) {
-    EXPECT_TRUE(cycle_blocked(idle, {{}, {}}, kAll, t0 + s * 1s).responses.empty());
+    EXPECT_TRUE(cycle_blocked(idle, {{}, {}}, all_blocked(), t0 + s * 1s).responses.empty());
   }
   te::Coordinator off(deadlock_options(2, Clock::duration::zero()));
-  cycle_blocked(off, {{op_request("a")}, {}}, kAll, t0);
-  EXPECT_TRUE(cycle_blocked(off, {{}, {}}, kAll, t0 + 1s).responses.empty());
-  EXPECT_TRUE(cycle_blocked(off, {{}, {}}, kAll, t0 + 100000s).responses.empty());
+  cycle_blocked(off, {{op_request("a")}, {}}, all_blocked(), t0);
+  EXPECT_TRUE(cycle_blocked(off, {{}, {}}, all_blocked(), t0 + 1s).responses.empty());
+  EXPECT_TRUE(cycle_blocked(off, {{}, {}}, all_blocked(), t0 + 100000s).responses.empty());
 }
 
 TEST(CoordinatorDeadlock, JoinedRanksNeedNotBeBlockedAndProcessSetsCountTheirMembers) {
