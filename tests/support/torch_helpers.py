@@ -236,3 +236,23 @@ def feedback_residuals(blob) -> dict:
         at = start + 4 * count
     assert at == len(raw), f"blob of {len(raw)} bytes, entries end at {at}"
     return out
+
+
+def assert_averages_within_3lc_bounds(grads: Sequence[torch.Tensor],
+                                      data: Sequence[Sequence[torch.Tensor]],
+                                      dtype: torch.dtype, n: int) -> None:
+    """The mixed-precision suites' three steps of averaged 16- or 32-bit gradients of one name
+    (`grads[step]`, every rank's input `data[step][rank]`, integers in [-X, X]): step 0 within
+    one push_pull's bound of the exact average (and not exact with several ranks: it was
+    compressed), step 2 within the bound error feedback keeps; each plus one rounding to
+    `dtype`. Step 1 (non-finite values) is the caller's to check."""
+    exact = [torch.stack(d).to(torch.float64).mean(0) for d in data]
+    rounding = ulp(dtype, 2 * X)
+    first = first_bound_sum(n, 1.0, X) / n * (1 + 1e-5) + rounding
+    error0 = (grads[0].to(torch.float64) - exact[0]).abs().max().item()
+    assert error0 <= first, f"step 0: error {error0} > bound {first}"
+    if n > 1:
+        assert error0 > 0, "step 0 is the exact average: nothing was compressed"
+    drift = 2 * drift_bound_sum(n, 1.0, X) / n * (1 + 1e-5) + rounding
+    error2 = (grads[2].to(torch.float64) - exact[2]).abs().max().item()
+    assert error2 <= drift, f"step 2: error {error2} > bound {drift}"
