@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "../../transport/src/frame.h"
+#include "../../transport/src/slurm_tasks.h"
 #include "threelc/transport/transport.h"
 
 namespace {
@@ -29,7 +31,16 @@ class EnvironmentTest : public ::testing::Test {
                              "OMPI_COMM_WORLD_SIZE",
                              "SLURM_PROCID",
                              "SLURM_NTASKS",
+                             "SLURM_STEP_NUM_TASKS",
+                             "SLURM_LOCALID",
+                             "SLURM_NODEID",
+                             "SLURM_STEP_TASKS_PER_NODE",
+                             "SLURM_TASKS_PER_NODE",
                              "SLURM_NTASKS_PER_NODE",
+                             "PMIX_NAMESPACE",
+                             "PMIX_RANK",
+                             "PMI_FD",
+                             "PMI_RANK",
                              "RANK",
                              "WORLD_SIZE",
                              "LOCAL_RANK",
@@ -91,12 +102,84 @@ TEST_F(EnvironmentTest, SlurmAndMpirun) {
   auto options = tt::options_from_environment();
   EXPECT_EQ(options.rank, 3);
   EXPECT_EQ(options.size, 8);
-  EXPECT_EQ(options.local_size, 1);
+  EXPECT_EQ(options.local_size, 4);
+  EXPECT_EQ(options.wireup, "");
   setenv("OMPI_COMM_WORLD_RANK", "5", 1);
   setenv("OMPI_COMM_WORLD_SIZE", "6", 1);
   options = tt::options_from_environment();
   EXPECT_EQ(options.rank, 5);
   EXPECT_EQ(options.size, 6);
+}
+
+TEST(SlurmTasksTest, ExpandsRunsAtTheNode) {
+  using threelc::transport::detail::slurm_tasks_on_node;
+  EXPECT_EQ(slurm_tasks_on_node("4", 0), 4);
+  EXPECT_EQ(slurm_tasks_on_node("4", 1), std::nullopt);  // one node only
+  for (long long node = 0; node < 3; ++node) EXPECT_EQ(slurm_tasks_on_node("2(x3),1", node), 2);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 3), 1);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 4), std::nullopt);
+  EXPECT_EQ(slurm_tasks_on_node("1(x2),3(x1),5", 2), 3);
+  EXPECT_EQ(slurm_tasks_on_node("1(x2),3(x1),5", 3), 5);
+  for (const char* malformed :
+       {"", "2(x", "(x3)", "0", "2(x0)", "2(y3)", "2,", ",2", "2(x3)x", "-1", "2 ,1", "1,x"}) {
+    EXPECT_EQ(slurm_tasks_on_node(malformed, 0), std::nullopt) << malformed;
+  }
+}
+
+TEST_F(EnvironmentTest, SlurmSizeAndLocalSizeOfTheStep) {
+  setenv("SLURM_PROCID", "5", 1);
+  setenv("SLURM_NTASKS", "16", 1);  // the allocation's; the step has 7
+  setenv("SLURM_STEP_NUM_TASKS", "7", 1);
+  setenv("SLURM_NODEID", "3", 1);
+  setenv("SLURM_TASKS_PER_NODE", "4(x4)", 1);
+  setenv("SLURM_STEP_TASKS_PER_NODE", "2(x3),1", 1);
+  setenv("SLURM_NTASKS_PER_NODE", "4", 1);
+  setenv("THREELC_COORDINATOR", "h:1", 1);
+  auto options = tt::options_from_environment();
+  EXPECT_EQ(options.size, 7);
+  EXPECT_EQ(options.local_size, 1);
+  unsetenv("SLURM_STEP_TASKS_PER_NODE");
+  EXPECT_EQ(tt::options_from_environment().local_size, 4);
+  setenv("SLURM_TASKS_PER_NODE", "2(x3),1", 1);
+  setenv("SLURM_NODEID", "4", 1);
+  const std::string error = error_of([] { tt::options_from_environment(); });
+  EXPECT_NE(error.find("SLURM_TASKS_PER_NODE='2(x3),1' is not Slurm's tasks-per-node list"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("SLURM_NODEID=4"), std::string::npos) << error;
+}
+
+TEST_F(EnvironmentTest, WithoutACoordinatorTheLauncherServiceIsUsed) {
+  setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  std::string error = error_of([] { tt::options_from_environment(); });
+  EXPECT_NE(error.find("no way to meet"), std::string::npos) << error;
+  EXPECT_NE(error.find("-x THREELC_COORDINATOR -x THREELC_SECRET"), std::string::npos) << error;
+  setenv("PMI_FD", "7", 1);
+  setenv("PMI_RANK", "1", 1);
+  EXPECT_EQ(tt::options_from_environment().wireup, "pmi2");
+  setenv("PMIX_NAMESPACE", "slurm.pmix.12.0", 1);
+  setenv("PMIX_RANK", "1", 1);
+  EXPECT_EQ(tt::options_from_environment().wireup, "pmix");  // PMIx first
+  setenv("THREELC_SECRET", "s", 1);
+  error = error_of([] { tt::options_from_environment(); });
+  EXPECT_NE(error.find("THREELC_SECRET is set but THREELC_COORDINATOR is not"), std::string::npos)
+      << error;
+  setenv("THREELC_COORDINATOR", "h:1", 1);
+  EXPECT_EQ(tt::options_from_environment().wireup, "");  // a coordinator the user set wins
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  unsetenv("THREELC_COORDINATOR");
+  unsetenv("THREELC_SECRET");
+  unsetenv("PMIX_NAMESPACE");
+  unsetenv("PMI_FD");
+  setenv("SLURM_PROCID", "0", 1);
+  setenv("SLURM_NTASKS", "2", 1);
+  error = error_of([] { tt::options_from_environment(); });
+  EXPECT_NE(error.find("'srun --mpi=pmix'"), std::string::npos) << error;
+  EXPECT_NE(error.find("THREELC_COORDINATOR=<rank 0's host>"), std::string::npos) << error;
+  setenv("SLURM_NTASKS", "1", 1);  // one rank meets nobody
+  EXPECT_EQ(tt::options_from_environment().wireup, "");
 }
 
 TEST_F(EnvironmentTest, ErrorsNameTheVariable) {

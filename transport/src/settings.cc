@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "slurm_tasks.h"
 #include "threelc/transport/transport.h"
 
 namespace threelc::transport {
@@ -82,11 +83,33 @@ constexpr Setting kSettings[] = {
     {"OMPI_COMM_WORLD_LOCAL_SIZE", Type::kInteger, "1", "an integer from 1 to 1048576",
      "mpirun: the local size", ""},
     {"SLURM_PROCID", Type::kInteger, "", "an integer from 0 to 1048575", "srun: the rank", ""},
-    {"SLURM_NTASKS", Type::kInteger, "", "an integer from 1 to 1048576", "srun: the size", ""},
+    {"SLURM_STEP_NUM_TASKS", Type::kInteger, "", "an integer from 1 to 1048576",
+     "srun: the size (the job step's tasks)", ""},
+    {"SLURM_NTASKS", Type::kInteger, "", "an integer from 1 to 1048576",
+     "srun: the size when `SLURM_STEP_NUM_TASKS` is unset", ""},
     {"SLURM_LOCALID", Type::kInteger, "0", "an integer from 0 to 1048575", "srun: the local rank",
      ""},
-    {"SLURM_NTASKS_PER_NODE", Type::kText, "1", "an integer from 1 to 1048576, or Slurm's list",
-     "srun: the local size when it is a plain number (else 1: `2(x3)` forms are not parsed)", ""},
+    {"SLURM_NODEID", Type::kInteger, "0", "an integer from 0 to 1048575",
+     "srun: this node's index in the step, for the tasks-per-node lists", ""},
+    {"SLURM_STEP_TASKS_PER_NODE", Type::kText, "", "Slurm's list: `4`, `2(x3),1`",
+     "srun: the local size, the list's entry at `SLURM_NODEID`", ""},
+    {"SLURM_TASKS_PER_NODE", Type::kText, "", "Slurm's list: `4`, `2(x3),1`",
+     "srun: the local size when `SLURM_STEP_TASKS_PER_NODE` is unset", ""},
+    {"SLURM_NTASKS_PER_NODE", Type::kText, "1", "Slurm's list: `4`, `2(x3),1`",
+     "srun: the local size when neither list above is set", ""},
+    // The launcher's wire-up service, when THREELC_COORDINATOR is unset and the job has ranks.
+    {"PMIX_NAMESPACE", Type::kText, "", "set by a PMIx server",
+     "mpirun, `srun --mpi=pmix`: with `PMIX_RANK`, the coordinator and the secret pass through "
+     "the launcher's PMIx (libpmix.so.2, loaded then)",
+     ""},
+    {"PMIX_RANK", Type::kInteger, "", "an integer from 0 to 1048575",
+     "PMIx's rank of this process (it must equal the launcher's rank)", ""},
+    {"PMI_FD", Type::kText, "", "set by srun --mpi=pmi2",
+     "`srun --mpi=pmi2`: with `PMI_RANK`, the coordinator and the secret pass through Slurm's "
+     "PMI-2 (libpmi2.so.0, loaded then)",
+     ""},
+    {"PMI_RANK", Type::kInteger, "", "an integer from 0 to 1048575",
+     "PMI-2's rank of this process (it must equal the launcher's rank)", ""},
     {"RANK", Type::kInteger, "", "an integer from 0 to 1048575", "torchrun: the rank", ""},
     {"WORLD_SIZE", Type::kInteger, "", "an integer from 1 to 1048576", "torchrun: the size", ""},
     {"LOCAL_RANK", Type::kInteger, "0", "an integer from 0 to 1048575", "torchrun: the local rank",
@@ -128,6 +151,59 @@ bool is_set(std::string_view name) {
   return config::process_environment(setting(name).name).has_value();
 }
 
+// srun's local size: the entry at SLURM_NODEID of the first tasks-per-node list that is set.
+int slurm_local_size() {
+  for (const char* name :
+       {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"}) {
+    if (!is_set(name)) continue;
+    const Setting& row = setting(name);
+    const std::string list = text_of(row);
+    const long long node = integer_of("SLURM_NODEID", 0, kMaxRanks - 1);
+    const auto tasks = slurm_tasks_on_node(list, node);
+    if (!tasks) {
+      throw Error(-1, "threelc: " + std::string(name) + "='" + list +
+                          "' is not Slurm's tasks-per-node list (counts from 1 to 1048576, "
+                          "'N(xR)' for R nodes of N, separated by commas) with an entry for "
+                          "SLURM_NODEID=" +
+                          std::to_string(node));
+    }
+    return static_cast<int>(*tasks);
+  }
+  return 1;
+}
+
+// How the ranks meet when THREELC_COORDINATOR is unset: the launcher's PMIx or PMI-2, or an
+// error that says what to set.
+std::string launcher_wireup(const std::string& launcher, int size) {
+  if (is_set("THREELC_SECRET")) {
+    throw Error(-1,
+                "threelc: THREELC_SECRET is set but THREELC_COORDINATOR is not: set both (the "
+                "same on every rank), or neither, and " +
+                    launcher + " passes rank 0's address and a fresh secret to every rank itself");
+  }
+  if (is_set("PMIX_NAMESPACE") && is_set("PMIX_RANK")) return "pmix";
+  if (is_set("PMI_FD") && is_set("PMI_RANK")) return "pmi2";
+  const std::string set_both =
+      "give every rank THREELC_COORDINATOR=<rank 0's host>:<a free port> and one "
+      "THREELC_SECRET (export THREELC_SECRET=$(python3 -c 'import secrets; "
+      "print(secrets.token_hex(32))'))";
+  std::string how;
+  if (launcher == "srun") {
+    how =
+        "srun offers neither PMIx nor PMI-2 to this step (--mpi=none?): start it with "
+        "'srun --mpi=pmix' or 'srun --mpi=pmi2' ('srun --mpi=list' lists what this Slurm "
+        "has), or " +
+        set_both;
+  } else if (launcher == "mpirun") {
+    how = "this mpirun serves no PMIx (PMIX_NAMESPACE is unset): " + set_both +
+          " and pass them with -x THREELC_COORDINATOR -x THREELC_SECRET";
+  } else {
+    how = "start the job with threelcrun, mpirun or 'srun --mpi=pmix', or " + set_both;
+  }
+  throw Error(-1, "threelc: the job has " + std::to_string(size) +
+                      " ranks but no way to meet: THREELC_COORDINATOR is unset and " + how);
+}
+
 }  // namespace
 
 std::span<const Setting> settings() { return kSettings; }
@@ -148,14 +224,14 @@ Options options_from_environment() {
   constexpr long long kMaxRanks = detail::kMaxRanks;
   // Identity: the first launcher whose rank variable is set.
   struct Source {
-    const char *rank, *size, *local_rank, *local_size;
+    const char *launcher, *rank, *size, *local_rank, *local_size;
   };
   constexpr Source kSources[] = {
-      {"THREELC_RANK", "THREELC_SIZE", "THREELC_LOCAL_RANK", "THREELC_LOCAL_SIZE"},
-      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+      {"threelcrun", "THREELC_RANK", "THREELC_SIZE", "THREELC_LOCAL_RANK", "THREELC_LOCAL_SIZE"},
+      {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
        "OMPI_COMM_WORLD_LOCAL_SIZE"},
-      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
-      {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+      {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
   };
   const Source* source = &kSources[0];
   for (const auto& candidate : kSources) {
@@ -164,23 +240,22 @@ Options options_from_environment() {
       break;
     }
   }
-  if (source != &kSources[0] && !is_set(source->size)) {
-    throw Error(
-        -1, std::string("threelc: ") + source->rank + " is set but " + source->size + " is not");
+  const bool slurm = source->local_size == nullptr;
+  const char* size_name =
+      slurm && is_set("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : source->size;
+  if (source != &kSources[0] && !is_set(size_name)) {
+    throw Error(-1,
+                std::string("threelc: ") + source->rank + " is set but " + size_name + " is not");
   }
-  options.size = static_cast<int>(integer_of(source->size, 1, kMaxRanks));
+  options.size = static_cast<int>(integer_of(size_name, 1, kMaxRanks));
   options.rank = static_cast<int>(integer_of(source->rank, 0, kMaxRanks - 1));
   if (options.rank >= options.size) {
     throw Error(-1, std::string("threelc: ") + source->rank + "=" + std::to_string(options.rank) +
-                        " is not below " + source->size + "=" + std::to_string(options.size));
+                        " is not below " + size_name + "=" + std::to_string(options.size));
   }
   options.local_rank = static_cast<int>(integer_of(source->local_rank, 0, kMaxRanks - 1));
-  // SLURM_NTASKS_PER_NODE may read "2(x3),1": only a plain number is used.
-  const std::string local_size = detail::text_of(detail::setting(source->local_size));
-  options.local_size =
-      source == &kSources[2] && local_size.find_first_not_of("0123456789") != std::string::npos
-          ? 1
-          : static_cast<int>(integer_of(source->local_size, 1, kMaxRanks));
+  options.local_size = slurm ? detail::slurm_local_size()
+                             : static_cast<int>(integer_of(source->local_size, 1, kMaxRanks));
 
   const auto& coordinator_row = detail::setting("THREELC_COORDINATOR");
   if (auto coordinator = config::process_environment(coordinator_row.name)) {
@@ -196,9 +271,7 @@ Options options_from_environment() {
     options.coordinator_host = *master;
     options.coordinator_port = static_cast<uint16_t>(integer_of("MASTER_PORT", 1, 65534) + 1);
   } else if (options.size > 1) {
-    throw Error(-1,
-                "threelc: THREELC_COORDINATOR (host:port of rank 0) is not set and the job has " +
-                    std::to_string(options.size) + " ranks");
+    options.wireup = detail::launcher_wireup(source->launcher, options.size);
   }
   options.secret = detail::text_of(detail::setting("THREELC_SECRET"));
   options.listen_host = detail::text_of(detail::setting("THREELC_IFACE"));

@@ -298,6 +298,15 @@ void TcpContext::open_listener(tcp::acceptor& acceptor, const tcp::endpoint& end
   }
 }
 
+std::string TcpContext::coordinator_text() const {
+  const bool v6 = options_.coordinator_host.find(':') != std::string::npos;
+  std::string text = v6 ? "[" : "";  // appended piece by piece (GCC 12's false -Wrestrict)
+  text += options_.coordinator_host;
+  text += v6 ? "]:" : ":";
+  text += std::to_string(options_.coordinator_port);
+  return text;
+}
+
 void TcpContext::open_data_listener(const std::string& host) {
   error_code ec;
   auto address = asio::ip::make_address(host, ec);

@@ -56,9 +56,8 @@ class TcpContext final : public Context {
   void check_peer(int peer, const char* what) const;
   std::string prefix() const { return "threelc rank " + std::to_string(rank()) + ": "; }
   void log(const std::string& message) const;
-  std::string coordinator_text() const {
-    return options_.coordinator_host + ":" + std::to_string(options_.coordinator_port);
-  }
+  // host:port, [v6-address]:port.
+  std::string coordinator_text() const;
   HandshakeSelf handshake_self() const { return {rank(), size(), options_.secret}; }
   void close_all(const std::string& message);
   // A stop notice on every data and control channel but those to `except` (-1: none).
@@ -99,7 +98,7 @@ class TcpContext final : public Context {
   // Waits until `done()` or `deadline`; wake_->cancel() re-checks early.
   asio::awaitable<bool> wait_until(Clock::time_point deadline, const std::function<bool()>& done);
 
-  const Options options_;
+  Options options_;  // rank 0 through a launcher's service: the port is the listener's
   const bool data_channels_;
   const TcpContextLinks links_;
   const std::chrono::milliseconds handshake_timeout_;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher_wireup.h"
 #include "listen_address.h"
 #include "payload_bytes.h"
 #include "tcp_context.h"
@@ -62,6 +63,12 @@ asio::awaitable<void> TcpContext::rendezvous() {
       control_acceptor_.close(ignored);
       open_listener(control_acceptor_, tcp::endpoint(endpoint.protocol(), endpoint.port()),
                     "ranks");
+    }
+    if (!options_.wireup.empty()) {
+      // The port the system picked, published through the launcher's service: the ranks that
+      // connect before the accept loop starts wait in the listener's backlog.
+      options_.coordinator_port = control_acceptor_.local_endpoint().port();
+      publish_through_launcher(options_);
     }
     if (options_.debug) log("coordinator listening on " + coordinator_text());
     open_data_listener(resolve_listen_host(options_, endpoint.address().to_string()));

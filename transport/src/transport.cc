@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "launcher_wireup.h"
 #include "request.h"
 #include "settings.h"
 #include "tcp.h"
@@ -120,11 +121,16 @@ size_t Request::wait() {
   return state.bytes;
 }
 
-std::unique_ptr<Context> connect(const Options& options) {
-  const std::string who = "threelc rank " + std::to_string(options.rank) + ": ";
-  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
-    throw Error(-1, who + "rank " + std::to_string(options.rank) + " is not in a job of " +
-                        std::to_string(options.size) + " ranks");
+std::unique_ptr<Context> connect(const Options& requested) {
+  const std::string who = "threelc rank " + std::to_string(requested.rank) + ": ";
+  if (requested.size < 1 || requested.rank < 0 || requested.rank >= requested.size) {
+    throw Error(-1, who + "rank " + std::to_string(requested.rank) + " is not in a job of " +
+                        std::to_string(requested.size) + " ranks");
+  }
+  Options options = requested;
+  if (options.size > 1 && !options.wireup.empty()) {
+    detail::prepare_launcher_wireup(options);
+    if (options.rank != 0) options.wireup.clear();  // rank 0 publishes once it listens
   }
   if (options.size > 1 && options.secret.empty()) {
     throw Error(-1, who + "THREELC_SECRET is empty: every connection of a job of " +

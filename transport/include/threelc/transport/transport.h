@@ -49,15 +49,19 @@ struct Options {
   std::chrono::milliseconds timeout{30'000};        // THREELC_TIMEOUT (seconds): any other wait
   size_t max_message_bytes = size_t{1} << 31;       // THREELC_MAX_MESSAGE_BYTES: frame limit
   bool debug = false;  // THREELC_TRANSPORT_DEBUG=1: log listeners and connections to stderr
+  // "pmix" or "pmi2": the coordinator and the secret come through the launcher's wire-up
+  // service (THREELC_COORDINATOR unset under mpirun or srun); connect() fills them in.
+  std::string wireup;
 };
 
 // Reads the identity from THREELC_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE (threelcrun), else from
-// mpirun (OMPI_COMM_WORLD_*), srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
-// SLURM_NTASKS_PER_NODE) or torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), and the
-// rest from THREELC_*. Under torchrun without THREELC_COORDINATOR the coordinator is
-// MASTER_ADDR:(MASTER_PORT + 1), since MASTER_PORT is torch's own store. Every variable is
-// declared once, with its default, in transport/src/settings.cc.
-// Throws Error naming the variable that is missing or malformed.
+// mpirun (OMPI_COMM_WORLD_*), srun (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID, and
+// the local size from SLURM_STEP_TASKS_PER_NODE's entry at SLURM_NODEID) or torchrun (RANK,
+// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), and the rest from THREELC_*. Under torchrun without
+// THREELC_COORDINATOR the coordinator is MASTER_ADDR:(MASTER_PORT + 1), since MASTER_PORT is
+// torch's own store; under mpirun or srun it comes, with the secret, through the launcher's PMIx or
+// PMI-2 (`wireup`). Every variable is declared once, with its default, in
+// transport/src/settings.cc. Throws Error naming the variable that is missing or malformed.
 Options options_from_environment();
 
 // The transport's rows of environment variables (transport/src/settings.cc), for the docs and
