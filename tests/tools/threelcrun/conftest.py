@@ -46,7 +46,7 @@ def sshd():
 # transport: ctest's launcher_tests_ucx (THREELC_TRANSPORT=ucx, see tests/CMakeLists.txt) runs
 # only the jobs that move data, test_transport_jobs.py. test_launcher.py also checks that
 # THREELC_TRANSPORT is unset in a rank's environment unless --transport is given.
-LAUNCHER_ONLY = ("test_launcher.py", "test_ssh.py")
+LAUNCHER_ONLY = ("test_launcher.py", "test_hosts.py", "test_ssh.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,4 +1,5 @@
-"""A throwaway sshd on a loopback port, logging in as this user with a key of its own."""
+"""A throwaway sshd on a loopback port (127.0.0.1, and ::1 where that is up), logging in as
+this user with a key of its own."""
 
 import os
 import shutil
@@ -11,10 +12,31 @@ from launcher_jobs import wait_for
 SSHD = "/usr/sbin/sshd"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def ipv6_loopback_up():
+    """Whether ::1 is configured here (a socket can bind it)."""
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+            return True
+    except OSError:
+        return False
+
+
+def free_port(ipv6):
+    """A port free on 127.0.0.1 (and on ::1 with ipv6)."""
+    for _ in range(20):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if not ipv6:
+            return port
+        try:
+            with socket.socket(socket.AF_INET6) as s:
+                s.bind(("::1", port))
+                return port
+        except OSError:
+            continue
+    raise RuntimeError("no port free on both 127.0.0.1 and ::1")
 
 
 class Sshd:
@@ -23,6 +45,7 @@ class Sshd:
         self.port = None
         self.key = self.dir / "userkey"
         self.proc = None
+        self.ipv6 = ipv6_loopback_up()  # then it listens on ::1 too
 
     def ssh_args(self):
         return ["--ssh-port", self.port, "--ssh-identity", self.key,
@@ -40,9 +63,10 @@ class Sshd:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         last = ""
         for _ in range(3):  # the port could be taken between choosing and binding it
-            self.port = free_port()
+            self.port = free_port(self.ipv6)
+            listen = "ListenAddress 127.0.0.1\n" + ("ListenAddress ::1\n" if self.ipv6 else "")
             (d / "sshd_config").write_text(
-                f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {d / 'hostkey'}\n"
+                f"Port {self.port}\n{listen}HostKey {d / 'hostkey'}\n"
                 f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
                 "UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n"
                 "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
@@ -61,8 +85,10 @@ class Sshd:
         if self.proc.poll() is not None:
             return False
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                return True
+            for address in ["127.0.0.1"] + (["::1"] if self.ipv6 else []):
+                with socket.create_connection((address, self.port), timeout=0.5):
+                    pass
+            return True
         except OSError:
             return False
 

@@ -121,26 +121,7 @@ def test_local_names_are_one_host(tmp_path, run_env):
         assert e["THREELC_COORDINATOR"].startswith("127.0.0.1:")
 
 
-# ------------------------------------------------------------------- host specs (in-process)
-
-def test_host_parsing(tmp_path):
-    assert tr.parse_host_list("a:2,b,c:3") == [("a", 2), ("b", 1), ("c", 3)]
-    f = tmp_path / "hosts"
-    f.write_text("# the cluster\nnodeA slots=4\n\nnodeB:2   # two GPUs\nnodeC\n")
-    assert tr.parse_hostfile(str(f)) == [("nodeA", 4), ("nodeB", 2), ("nodeC", 1)]
-    for bad in ["a:0", "a:x", "a:-1", ",a", "a,,b", "a:1:2", "[::1]:2", "-a:1"]:
-        with pytest.raises(tr.UsageError):
-            tr.parse_host_list(bad)
-    f.write_text("nodeA slots=two\n")
-    with pytest.raises(tr.UsageError, match=r"hosts:1"):
-        tr.parse_hostfile(str(f))
-    f.write_text("nodeA 4\n")
-    with pytest.raises(tr.UsageError):
-        tr.parse_hostfile(str(f))
-    f.write_text("# nothing\n")
-    with pytest.raises(tr.UsageError, match="no hosts"):
-        tr.parse_hostfile(str(f))
-
+# ---------------------------------------------- placement (in-process; host forms: test_hosts.py)
 
 def test_rank_placement():
     hosts = tr.merge_hosts([("nodeA", 2), ("nodeB", 3), ("nodeA", 1), ("nodeC", 4)])

@@ -151,3 +151,37 @@ def test_ssh_unreachable_host_fails(sshd, tmp_path, run_env):
                 "--ssh-option", "ConnectTimeout=5", "sleep", "30"], run_env, timeout=30)
     assert r.returncode == 255
     assert "rank 1 (ssh pid" in r.stderr and "ssh itself failed" in r.stderr
+
+
+@pytest.mark.skipif(not library_available(), reason="libthreelc.so is not built")
+@pytest.mark.parametrize("hosts,remote_ranks", [
+    ("hostfile", [0, 1]),                 # a hostfile line "::1 slots=2": both ranks over ssh
+    ("[::1]:1,localhost:1", [0]),         # -H: rank 0 over ssh, rank 1 here dials [::1]
+])
+def test_ssh_ipv6_job(hosts, remote_ranks, sshd, tmp_path, run_env):
+    if not sshd.ipv6:
+        pytest.skip("::1 is not up on this machine: the test sshd listens on 127.0.0.1 only")
+    run_env.pop("SSH_CONNECTION", None)  # in case this test itself runs in an ssh session
+    if hosts == "hostfile":
+        hostfile = tmp_path / "hosts"
+        hostfile.write_text("# IPv6 loopback, bare\n::1 slots=2\n")
+        host_args = ["--hostfile", hostfile]
+    else:
+        host_args = ["-H", hosts]
+    r = launch(["-np", 2, *host_args, *sshd.ssh_args(), *threelcrun_options(),
+                PYTHON, HELPER, "allreduce", tmp_path], run_env, cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    envs = [json.loads((tmp_path / f"env.{rank}.json").read_text()) for rank in range(2)]
+    coordinator = envs[0]["THREELC_COORDINATOR"]
+    assert re.fullmatch(r"\[::1\]:\d+", coordinator), coordinator
+    for rank, e in enumerate(envs):
+        assert e["THREELC_RANK"] == str(rank) and e["THREELC_COORDINATOR"] == coordinator
+        assert e["sum"] == 3.0  # 1 + 2: the ranks met at [::1] and reduced
+    # sshd set SSH_CONNECTION ("client port server port") for the ranks it started: over ::1
+    for rank, e in enumerate(envs):
+        if rank in remote_ranks:
+            assert e["SSH_CONNECTION"].split()[2:] == ["::1", str(sshd.port)], e["SSH_CONNECTION"]
+        else:
+            assert e["SSH_CONNECTION"] is None
+    assert sorted(r.stdout.splitlines()) == [f"[{rank}] allreduce written by rank {rank}"
+                                             for rank in range(2)]

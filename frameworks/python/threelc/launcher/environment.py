@@ -5,7 +5,7 @@ import os
 import secrets
 import socket
 
-from .hosts import coordinator_host
+from .hosts import coordinator_host, host_text, ipv6_address
 
 
 def checkout_python_dir():
@@ -21,17 +21,30 @@ def checkout_python_dir():
     return None
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(host="127.0.0.1"):
+    """A port free on this machine for the coordinator at `host`: bound on that IPv6 address
+    when host is one (on ::1 when the address is not this machine's), else on 127.0.0.1. For a
+    coordinator on another host it is a guess (--port chooses it)."""
+    tries = [(socket.AF_INET, "127.0.0.1")]
+    if ipv6_address(host) is not None:
+        tries = [(socket.AF_INET6, host), (socket.AF_INET6, "::1")] + tries
+    for family, address in tries:
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.bind((address, 0))
+                return s.getsockname()[1]
+        except OSError as e:
+            error = e
+    raise OSError(f"no free port for the coordinator on {host}: {error}")
 
 
 def job_env(args):
     """Variables common to every rank (without the per-rank ones and without PYTHONPATH)."""
+    host = coordinator_host(args.placements)
     env = {
         "THREELC_SIZE": str(args.np),
-        "THREELC_COORDINATOR": f"{coordinator_host(args.placements)}:{args.port or free_port()}",
+        # [v6-address]:port for an IPv6 host (the engine's THREELC_COORDINATOR takes both)
+        "THREELC_COORDINATOR": f"{host_text(host)}:{args.port or free_port(host)}",
         "THREELC_SECRET": secrets.token_hex(32),
     }
     for flag, var in (("transport", "THREELC_TRANSPORT"), ("compression", "THREELC_COMPRESSION"),

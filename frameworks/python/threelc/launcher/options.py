@@ -17,13 +17,21 @@ with "[rank] "; when one rank fails the others are stopped."""
 EPILOG = """\
 hosts:
   Without -H/--hostfile all ranks run here (localhost:N). Ranks fill the hosts in order:
-  the first host's slots first. A hostfile has one host per line, as "host slots=K",
-  "host:K" or "host" (1 slot); "#" starts a comment. A host runs its ranks as local
+  the first host's slots first. A host is a name, an IPv4 address or an IPv6 address;
+  without a slot count it has 1 slot.
+    -H entries (comma-separated): host, host:K, [v6-address], [v6-address]:K. An IPv6
+      address takes brackets in -H: -H ::1:2 is refused (write [::1]:2, 2 slots on ::1).
+    hostfile lines: host, host:K, host slots=K, [v6-address], [v6-address]:K,
+      [v6-address] slots=K, and a bare IPv6 address alone or with slots=K (::1 slots=2);
+      "#" starts a comment. Open MPI's max_slots=M is accepted beside a slot count and
+      checked (M >= K), and changes nothing: threelcrun puts at most K ranks on a host.
+  ssh is given the address without brackets (ssh ::1). A host runs its ranks as local
   processes only when its name is exactly "localhost" or this machine's hostname
   (socket.gethostname(), or its part before the first dot); every other name, "127.0.0.1"
-  included, is reached over ssh (use 127.0.0.1 to exercise the ssh path on one machine).
-  Entries naming the same host are merged (their slots add up), and both local names are
-  one host: -H localhost:2,$(hostname):2 is one host with 4 slots.
+  and "::1" included, is reached over ssh (use 127.0.0.1 or ::1 to exercise the ssh path
+  on one machine). Entries naming the same host are merged (their slots add up; [::1] and
+  [0::1] are one host), and both local names are one host: -H localhost:2,$(hostname):2 is
+  one host with 4 slots.
 
 environment of every rank:
   THREELC_RANK         0 .. N-1, in host order
@@ -32,11 +40,13 @@ environment of every rank:
   THREELC_LOCAL_SIZE   number of ranks on its host
   THREELC_CROSS_RANK   index of its host among the hosts in use
   THREELC_CROSS_SIZE   number of hosts in use (hosts that got at least one rank)
-  THREELC_COORDINATOR  host:port of rank 0's coordinator. host is 127.0.0.1 when rank 0
-                       runs here and every host in use is local or a loopback name, this
-                       machine's hostname when rank 0 runs here and other hosts are
-                       remote, else the first host's name; port is --port or a port free
-                       on 127.0.0.1 when threelcrun starts
+  THREELC_COORDINATOR  host:port of rank 0's coordinator ([v6-address]:port for an IPv6
+                       host). host is 127.0.0.1 when rank 0 runs here and every host in use
+                       is local or a loopback address, this machine's hostname when rank 0
+                       runs here and other hosts are remote, else the first host; port is
+                       --port or a port free when threelcrun starts (on the IPv6 address
+                       when it is this machine's, else on ::1 for an IPv6 host, on
+                       127.0.0.1 otherwise)
   THREELC_SECRET       64 hex digits (secrets.token_hex(32)), fresh for every job; it never
                        appears on a command line (ssh ranks read it from ssh's stdin)
   PYTHONPATH           run from a checkout (tools/threelcrun): <repo>/frameworks/python
@@ -87,6 +97,7 @@ other launchers:
 examples:
   threelcrun -np 4 python3 train.py
   threelcrun -np 8 -H nodeA:4,nodeB:4 -x NCCL_DEBUG=INFO --sparsity 1.5 python3 train.py
+  threelcrun -np 4 -H [fd00::a]:2,[fd00::b]:2 python3 train.py
 """
 
 
@@ -98,8 +109,11 @@ def build_parser():
     p.add_argument("-np", "--num-proc", dest="np", type=int, metavar="N",
                    help="number of ranks (required)")
     p.add_argument("-H", "--hosts", dest="hosts", metavar="HOST:SLOTS,...",
-                   help="hosts and their slots, filled in order (default localhost:N)")
-    p.add_argument("--hostfile", metavar="F", help="file of hosts: 'host slots=K', 'host:K' or 'host' per line")
+                   help="hosts and their slots, filled in order: host, host:K, [v6-address], "
+                        "[v6-address]:K (default localhost:N)")
+    p.add_argument("--hostfile", metavar="F",
+                   help="file of hosts, one per line: 'host', 'host:K', 'host slots=K', the "
+                        "same with [v6-address], or a bare IPv6 address ('::1 slots=2')")
     p.add_argument("-x", dest="env", action="append", default=[], metavar="VAR[=value]",
                    help="set VAR=value in every rank, or forward this environment's VAR")
     p.add_argument("--transport", choices=["tcp", "ucx"], help="THREELC_TRANSPORT")

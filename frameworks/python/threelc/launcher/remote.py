@@ -40,6 +40,7 @@ def remote_command(env, command, cwd, grace, pythonpath_dir=None):
 
 
 def ssh_argv(args, host, remote):
+    """host as ssh takes it: a name, or an IPv6 address without brackets (`ssh ::1`)."""
     argv = ["ssh", "-T", "-o", "BatchMode=yes"]
     for opt in args.ssh_option:
         argv += ["-o", opt]
