@@ -32,13 +32,17 @@ constexpr Setting kSettings[] = {
     {"THREELC_LOCAL_SIZE", Type::kInteger, "1", "an integer from 1 to 1048576",
      "number of ranks on this host", ""},
     {"THREELC_COORDINATOR", Type::kHostPort, "", "host:port or [v6-address]:port, port 1 to 65535",
-     "`host:port` of rank 0's control listener (rendezvous); required when size > 1 unless "
-     "torchrun's `MASTER_ADDR`/`MASTER_PORT` are set",
-     "`host:port` of rank 0's control listener; required when size > 1 (under torchrun "
-     "`threelc.torch` sets it, else it is `MASTER_ADDR:(MASTER_PORT+1)`)"},
+     "`host:port` of rank 0's control listener (rendezvous); when size > 1, threelcrun sets "
+     "it, mpirun's and srun's PMIx or PMI-2 carry it, else torchrun's "
+     "`MASTER_ADDR`/`MASTER_PORT` give it, else it is required",
+     "`host:port` of rank 0's control listener; when size > 1 and it is unset: under torchrun "
+     "`threelc.torch` sets it (else it is `MASTER_ADDR:(MASTER_PORT+1)`); under mpirun or srun "
+     "rank 0 publishes it through the launcher's PMIx or PMI-2 (`PMIX_NAMESPACE`, `PMI_FD`); "
+     "elsewhere it is required"},
     {"THREELC_SECRET", Type::kText, "", "any text",
-     "job secret that authenticates every connection; required when size > 1 (threelcrun makes a "
-     "fresh one)",
+     "job secret that authenticates every connection; when size > 1, threelcrun makes a fresh "
+     "one, and so does rank 0 under mpirun or srun without `THREELC_COORDINATOR` (set both or "
+     "neither)",
      ""},
     {"THREELC_IFACE", Type::kText, "", "an interface name or an address",
      "interface name (`eth0`) or address the data listener binds to, and with `ucx` UCX's network "

@@ -88,11 +88,13 @@ other launchers:
   Ranks also start under mpirun, srun and torchrun; the engine reads their variables when
   THREELC_RANK is not set:
     mpirun (Open MPI)  OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
-    srun (Slurm)       SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
+    srun (Slurm)       SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID and
+                       SLURM_STEP_TASKS_PER_NODE's entry at SLURM_NODEID
     torchrun           RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
                        MASTER_PORT; the coordinator is MASTER_ADDR:(MASTER_PORT+1)
-  Under those launchers set THREELC_COORDINATOR (mpirun, srun) and THREELC_SECRET (all
-  three, e.g. -x THREELC_SECRET with mpirun) yourself.
+  Under mpirun and srun (--mpi=pmix or --mpi=pmi2) rank 0 passes its coordinator and a
+  fresh THREELC_SECRET to the others through the launcher's PMIx or PMI-2: nothing to set.
+  Elsewhere set THREELC_COORDINATOR and THREELC_SECRET, the same on every rank.
 
 examples:
   threelcrun -np 4 python3 train.py
