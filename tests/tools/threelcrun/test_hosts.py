@@ -8,20 +8,12 @@ import socket
 import pytest
 
 from launcher_jobs import launch
+from sshd import ipv6_loopback_up
 from threelc.launcher.environment import free_port, job_env
 from threelc.launcher.hosts import (UsageError, assign_ranks, coordinator_host, host_text,
                                     merge_hosts, parse_host_list, parse_hostfile)
 from threelc.launcher.options import parse_args
 from threelc.launcher.remote import ssh_argv
-
-
-def ipv6_loopback_up():
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-            return True
-    except OSError:
-        return False
 
 
 needs_ipv6 = pytest.mark.skipif(not ipv6_loopback_up(), reason="::1 is not up on this machine")
