@@ -34,6 +34,7 @@ class EnvironmentTest : public ::testing::Test {
                              "SLURM_STEP_NUM_TASKS",
                              "SLURM_LOCALID",
                              "SLURM_NODEID",
+                             "SLURM_STEP_ID",
                              "SLURM_STEP_TASKS_PER_NODE",
                              "SLURM_TASKS_PER_NODE",
                              "SLURM_NTASKS_PER_NODE",
@@ -175,6 +176,9 @@ TEST_F(EnvironmentTest, WithoutACoordinatorTheLauncherServiceIsUsed) {
   unsetenv("PMI_FD");
   setenv("SLURM_PROCID", "0", 1);
   setenv("SLURM_NTASKS", "2", 1);
+  error = error_of([] { tt::options_from_environment(); });  // sbatch's script itself
+  EXPECT_NE(error.find("Slurm's batch script itself"), std::string::npos) << error;
+  setenv("SLURM_STEP_ID", "0", 1);
   error = error_of([] { tt::options_from_environment(); });
   EXPECT_NE(error.find("'srun --mpi=pmix'"), std::string::npos) << error;
   EXPECT_NE(error.find("THREELC_COORDINATOR=<rank 0's host>"), std::string::npos) << error;

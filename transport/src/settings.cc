@@ -93,6 +93,10 @@ constexpr Setting kSettings[] = {
      "srun: the size when `SLURM_STEP_NUM_TASKS` is unset", ""},
     {"SLURM_LOCALID", Type::kInteger, "0", "an integer from 0 to 1048575", "srun: the local rank",
      ""},
+    {"SLURM_STEP_ID", Type::kText, "", "set by srun",
+     "srun: set in a job step's tasks; unset in a batch script itself, whose one process is "
+     "not a job of `SLURM_NTASKS` ranks (the error says to start the ranks with srun)",
+     ""},
     {"SLURM_NODEID", Type::kInteger, "0", "an integer from 0 to 1048575",
      "srun: this node's index in the step, for the tasks-per-node lists", ""},
     {"SLURM_STEP_TASKS_PER_NODE", Type::kText, "", "Slurm's list: `4`, `2(x3),1`",
@@ -192,7 +196,12 @@ std::string launcher_wireup(const std::string& launcher, int size) {
       "THREELC_SECRET (export THREELC_SECRET=$(python3 -c 'import secrets; "
       "print(secrets.token_hex(32))'))";
   std::string how;
-  if (launcher == "srun") {
+  if (launcher == "srun" && !is_set("SLURM_STEP_ID")) {
+    how = "this process is Slurm's batch script itself (SLURM_STEP_ID is unset), not one of " +
+          std::to_string(size) +
+          " tasks of a job step: start the ranks with srun inside the script ('srun python3 "
+          "train.py')";
+  } else if (launcher == "srun") {
     how =
         "srun offers neither PMIx nor PMI-2 to this step (--mpi=none?): start it with "
         "'srun --mpi=pmix' or 'srun --mpi=pmi2' ('srun --mpi=list' lists what this Slurm "
