@@ -18,6 +18,11 @@ packages=(
   # the DDP example measures every socket's bytes with ss; tools/eval/emulate_cluster (ip netns,
   # tc) and tools/eval/evaluate's baselines (Open MPI through mpi4py) and plots (matplotlib)
   iproute2 openmpi-bin python3-mpi4py python3-matplotlib
+  # tests/launchers: a throwaway single-node Slurm cluster (the daemons are not started or
+  # configured here: the tests start their own with a slurm.conf of their own) and Slurm's
+  # PMI-2 library; libpmix-dev at run time too, since Slurm's mpi/pmix plugin dlopens the
+  # unversioned libpmix.so that only it ships
+  slurmd slurmctld slurm-client munge libpmix-dev "libpmi2-0|libpmi2-0t64"
   # Python side: Debian's /usr/bin/python3 with numpy, torch and pytest; venv, for the virtual
   # environments `pip install .` goes into (README.md, "Install with pip")
   python3 python3-numpy python3-torch python3-pytest python3-venv
@@ -25,10 +30,16 @@ packages=(
   dataset-fashion-mnist
 )
 
+# An entry "a|b" is one package under either name (Debian 13 renamed some libraries, "t64"):
+# present when either is installed, installed under the first name apt knows.
+installed() { [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]; }
 missing=()
-for package in "${packages[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
-  [[ "$status" == "install ok installed" ]] || missing+=("$package")
+for entry in "${packages[@]}"; do
+  present=false
+  for name in ${entry//|/ }; do
+    if installed "$name"; then present=true; fi
+  done
+  $present || missing+=("$entry")
 done
 
 if ((${#missing[@]} == 0)); then
@@ -44,4 +55,13 @@ if ((EUID != 0)); then
 fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+names=()
+for entry in "${missing[@]}"; do
+  chosen=""
+  for name in ${entry//|/ }; do
+    if [[ -z "$chosen" ]] && apt-cache show "$name" >/dev/null 2>&1; then chosen=$name; fi
+  done
+  [[ -n "$chosen" ]] || { echo "setup: no package named ${entry//|/ or } in apt's lists" >&2; exit 1; }
+  names+=("$chosen")
+done
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${names[@]}"

@@ -4,8 +4,9 @@ A job is one command that starts all its ranks: tools/threelcrun (``threelcrun()
 command line), torchrun, tools/eval/emulate_cluster. ``run_job()`` runs it to its end within a
 bounded wait and returns a ``RankJob``: exit code, stdout and stderr, seconds, and each rank's
 stdout lines without their ``[rank] `` prefix (threelcrun's; a torchrun job, where only rank 0
-prints, has every line as rank 0's). ``start_job()`` starts one for a test that signals the
-launcher or reads its output while it runs; ``RunningJob.wait()`` ends it the same way.
+prints, has every line as rank 0's; ``JobOptions.prefix`` reads srun's or mpirun's instead).
+``start_job()`` starts one for a test that signals the launcher or reads its output while it
+runs; ``RunningJob.wait()`` ends it the same way.
 
 A job that runs past its time is killed (its whole session: the launcher and whatever it
 started in its own process group; threelcrun's watchdog stops the ranks it put in groups of
@@ -31,7 +32,13 @@ import pytest
 from support.paths import PYTHON, THREELCRUN
 from support.sanitized_ranks import TIMEOUT_SCALE
 
-RANK_LINE = re.compile(r"^\[(\d+)\] (.*)$")
+# The prefix before each piece of a rank's stdout, the rank its group 1: threelcrun's "[rank] "
+# and srun -l's "rank: " begin lines; mpirun --tag-output writes "[jobid,rank]<stdout>:" before
+# every piece it reads from a rank, which may be part of a line (a rank that writes a line in
+# several writes, as Python's print does unbuffered), and before each line in such a piece.
+THREELCRUN_PREFIX = r"^\[(\d+)\] "
+SRUN_PREFIX = r"^ *(\d+): "
+MPIRUN_PREFIX = r"\[\d+,(\d+)\]<stdout>:"
 
 
 @dataclasses.dataclass
@@ -45,23 +52,31 @@ class JobOptions:
     name: Optional[str] = None  # how messages name the job (default: its command line)
     ranks: Optional[int] = None  # how many ranks it has, where the messages should name them
     done: Optional[str] = None  # the start of the line each rank prints last
-    prefixed: bool = True  # stdout lines carry threelcrun's "[rank] " (False: all rank 0's)
+    prefixed: bool = True  # stdout lines carry a rank's prefix (False: all lines rank 0's)
+    prefix: str = THREELCRUN_PREFIX  # that prefix, a regular expression (see above)
 
 
 def tail(text: str, n: int = 60) -> str:
     return "\n".join(text.splitlines()[-n:])
 
 
-def rank_lines(stdout: str, prefixed: bool = True) -> dict[int, list[str]]:
-    """rank -> its stdout lines, without the prefix; lines of no rank are left out."""
+def rank_lines(stdout: str, prefixed: bool = True,
+               prefix: str = THREELCRUN_PREFIX) -> dict[int, list[str]]:
+    """rank -> its stdout lines, without the prefix; lines of no rank are left out. A rank's
+    pieces (the text from one prefix to the next, up to its first newline) are joined in order
+    before they are cut into lines."""
     lines = defaultdict(list)
-    for line in stdout.splitlines():
-        if not prefixed:
-            lines[0].append(line)
-            continue
-        m = RANK_LINE.match(line)
-        if m:
-            lines[int(m.group(1))].append(m.group(2))
+    if not prefixed:
+        lines[0] = stdout.splitlines()
+        return lines
+    text = defaultdict(str)
+    matches = list(re.finditer(prefix, stdout, re.MULTILINE))
+    for m, following in zip(matches, matches[1:] + [None]):
+        piece = stdout[m.end():following.start() if following else len(stdout)]
+        newline = piece.find("\n")
+        text[int(m.group(1))] += piece if newline < 0 else piece[:newline + 1]
+    for rank, joined in text.items():
+        lines[rank] = joined.splitlines()
     return lines
 
 
@@ -76,7 +91,7 @@ class RankJob:
         self.stdout = stdout
         self.stderr = stderr
         self.seconds = seconds
-        self.lines = rank_lines(stdout, options.prefixed)  # rank -> stdout lines
+        self.lines = rank_lines(stdout, options.prefixed, options.prefix)  # rank -> lines
 
     @property
     def name(self) -> str:
