@@ -91,4 +91,12 @@ TEST(HostGroups, RefusedWithAReasonWhenHostsDifferOrHoldOneRank) {
   EXPECT_TRUE(te::host_groups(identity(1, {0, 0, 0}), why_not).has_value());
 }
 
+TEST(HostGroups, SameRanksPerHostIsHorovodsHomogeneous) {
+  EXPECT_TRUE(te::same_ranks_per_host(identity(0, {0})));
+  EXPECT_TRUE(te::same_ranks_per_host(identity(0, {0, 1, 0, 1})));
+  EXPECT_TRUE(te::same_ranks_per_host(identity(2, {0, 1, 2})));  // one rank on each
+  EXPECT_FALSE(te::same_ranks_per_host(identity(0, {0, 0, 1})));
+  EXPECT_FALSE(te::same_ranks_per_host(identity(3, {0, 1, 0, 1, 2})));
+}
+
 }  // namespace

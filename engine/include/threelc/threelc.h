@@ -115,6 +115,9 @@ int threelc_local_rank(void);
 int threelc_local_size(void);
 int threelc_cross_rank(void);
 int threelc_cross_size(void);
+/* 1 when every host runs the same number of ranks, else 0 (hosts as cross_* groups them);
+ * -1 when not initialized. */
+int threelc_is_homogeneous(void);
 
 /* Submissions. Each returns a handle > 0, or a negative code (nothing was submitted). Buffers
  * must stay valid and unchanged until the handle is done. */

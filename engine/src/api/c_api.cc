@@ -192,6 +192,9 @@ int threelc_cross_rank(void) {
 int threelc_cross_size(void) {
   return identity([](const te::Identity& id) { return id.cross_size; });
 }
+int threelc_is_homogeneous(void) {
+  return identity([](const te::Identity& id) { return te::same_ranks_per_host(id) ? 1 : 0; });
+}
 
 threelc_handle threelc_allreduce(const threelc_tensor* tensor, const threelc_options* options) {
   return submit(te::OpKind::kAllreduce, tensor, options);

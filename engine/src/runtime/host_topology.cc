@@ -71,11 +71,29 @@ Identity exchange_identity(transport::Context& context, const transport::Options
   return id;
 }
 
-std::optional<HostGroups> host_groups(const Identity& identity, std::string& why_not) {
+namespace {
+
+// Each host's ranks, in rank order.
+std::vector<std::vector<int>> ranks_of_hosts(const Identity& identity) {
   std::vector<std::vector<int>> ranks_of_host(static_cast<size_t>(identity.cross_size));
   for (int r = 0; r < identity.size; ++r) {
     ranks_of_host[static_cast<size_t>(identity.host_of_rank[static_cast<size_t>(r)])].push_back(r);
   }
+  return ranks_of_host;
+}
+
+}  // namespace
+
+bool same_ranks_per_host(const Identity& identity) {
+  const auto ranks_of_host = ranks_of_hosts(identity);
+  for (const auto& ranks : ranks_of_host) {
+    if (ranks.size() != ranks_of_host[0].size()) return false;
+  }
+  return true;
+}
+
+std::optional<HostGroups> host_groups(const Identity& identity, std::string& why_not) {
+  const auto ranks_of_host = ranks_of_hosts(identity);
   const size_t per_host = ranks_of_host[0].size();
   for (size_t h = 1; h < ranks_of_host.size(); ++h) {
     if (ranks_of_host[h].size() != per_host) {

@@ -26,6 +26,9 @@ struct Identity {
 Identity exchange_identity(transport::Context& context, const transport::Options& options,
                            const std::string& host);
 
+// Whether every host runs the same number of ranks (Horovod's is_homogeneous).
+bool same_ranks_per_host(const Identity& identity);
+
 // The rank groups of THREELC_HIERARCHICAL: `local` holds the ranks of this rank's host in rank
 // order; `cross` holds, from every host in host order, the rank at this rank's position in
 // `local`. Members are ranks of the job.

@@ -52,8 +52,8 @@ from .errors import (EDUPLICATE, EINTERNAL, EINVAL, EJOINED, EMALFORMED, EMISMAT
 from .feedback import feedback_load, feedback_save
 from .handles import Handle, poll, synchronize, wait
 from .lifecycle import (cross_rank, cross_size, cuda_built, cuda_unavailable_reason, init,
-                        is_initialized, local_rank, local_size, nccl_version, rank, shutdown,
-                        size, version)
+                        is_homogeneous, is_initialized, local_rank, local_size, nccl_version,
+                        rank, shutdown, size, version)
 from .process_sets import (add_process_set, add_process_set_async, process_set_ids,
                            process_set_included, process_set_rank, process_set_ranks,
                            process_set_size, remove_process_set, remove_process_set_async)
@@ -68,7 +68,7 @@ __all__ = [
     "DTYPES", "dtype_code", "MAX_DIMS",
     # lifecycle and identity
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
-    "cross_rank", "cross_size", "version", "last_error", "Statistics", "statistics",
+    "cross_rank", "cross_size", "is_homogeneous", "version", "last_error", "Statistics", "statistics",
     "cuda_built", "cuda_unavailable_reason", "nccl_version",
     # error-feedback checkpoints
     "feedback_save", "feedback_load",

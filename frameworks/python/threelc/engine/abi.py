@@ -104,6 +104,7 @@ _SIGNATURES = {
     "threelc_local_size": (ctypes.c_int, []),
     "threelc_cross_rank": (ctypes.c_int, []),
     "threelc_cross_size": (ctypes.c_int, []),
+    "threelc_is_homogeneous": (ctypes.c_int, []),
     "threelc_allreduce": (_handle_t, [ctypes.POINTER(_Tensor), ctypes.POINTER(_Options)]),
     "threelc_push_pull": (_handle_t, [ctypes.POINTER(_Tensor), ctypes.POINTER(_Options)]),
     "threelc_broadcast": (_handle_t, [ctypes.POINTER(_Tensor), ctypes.POINTER(_Options)]),

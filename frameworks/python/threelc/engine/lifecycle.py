@@ -9,7 +9,7 @@ from .handles import _reap_orphans
 __all__ = [
     "init", "shutdown", "is_initialized", "cuda_built", "cuda_unavailable_reason",
     "nccl_version", "rank",
-    "size", "local_rank", "local_size", "cross_rank", "cross_size", "version",
+    "size", "local_rank", "local_size", "cross_rank", "cross_size", "is_homogeneous", "version",
 ]
 
 
@@ -88,3 +88,8 @@ def cross_rank() -> int:
 def cross_size() -> int:
     """Number of hosts; -1 when not initialized."""
     return int(_fn("threelc_cross_size")())
+
+
+def is_homogeneous() -> int:
+    """1 when every host runs the same number of ranks, else 0; -1 when not initialized."""
+    return int(_fn("threelc_is_homogeneous")())

@@ -68,7 +68,6 @@ def init(comm=None, process_sets=None) -> None:
                                   "communicator: call init() without comm")
     sets = process_sets_module.process_set_list(process_sets)
     _torchrun.init_engine()
-    basics.learn_topology()
     process_sets_module.register_at_init(sets)
 
 
@@ -76,7 +75,6 @@ def shutdown() -> None:
     """Stops the engine; operations still pending fail with ESHUTDOWN. Every process set but
     the global one is forgotten (its object's process_set_id becomes None)."""
     _engine.shutdown()
-    basics.forget_topology()
     process_sets_module.forget_process_sets()
 
 

@@ -3,23 +3,17 @@
 threelc is neither MPI, Gloo, oneCCL, DDL nor ROCm: those answer False (and
 ``mpi_threads_supported`` raises, as Horovod's does where MPI is not enabled). ``cuda_built``
 is the engine's answer; ``nccl_built`` says whether allreduces of CUDA tensors can run over
-NCCL here. ``is_homogeneous`` is learned by :func:`learn_topology` when ``init()`` runs (an
-allgather of every rank's local size: the C ABI tells a rank its own host only). Horovod's
+NCCL here. ``is_homogeneous`` is the engine's (every host runs as many ranks, hosts as
+``cross_size`` counts them). Horovod's
 dynamic timeline does not exist: the engine writes one for the whole run when THREELC_TIMELINE
 names a file before ``init()``, so ``start_timeline``/``stop_timeline`` refuse.
 """
 
 from __future__ import annotations
 
-from typing import Optional
-
-import numpy as np
-
 from .. import engine as _engine
 
 _NOT_INITIALIZED = "threelc has not been initialized; use hvd.init()."
-
-_homogeneous: Optional[bool] = None  # None: not learned since the engine started
 
 
 def mpi_built() -> bool:
@@ -71,27 +65,12 @@ def nccl_built() -> int:
     return _engine.nccl_version()
 
 
-def learn_topology() -> None:
-    """Collective (every rank, from ``init()``): whether every host runs as many ranks."""
-    global _homogeneous
-    if _homogeneous is not None:
-        return
-    mine = np.array([_engine.local_size()], dtype=np.int64)
-    sizes = _engine.allgather(mine, name="threelc.torch.init/local_sizes").wait()
-    _homogeneous = bool((sizes == sizes[0]).all())
-
-
-def forget_topology() -> None:
-    """At shutdown: the next engine may run on other hosts."""
-    global _homogeneous
-    _homogeneous = None
-
-
 def is_homogeneous() -> bool:
     """True when every host runs the same number of ranks (ValueError before ``init()``)."""
-    if _homogeneous is None or not _engine.is_initialized():
+    homogeneous = _engine.is_homogeneous()
+    if homogeneous < 0:
         raise ValueError(_NOT_INITIALIZED)
-    return _homogeneous
+    return homogeneous == 1
 
 
 def start_timeline(file_path, mark_cycles: bool = False) -> None:
