@@ -59,3 +59,29 @@ def test_ipv6_coordinator():
         _, _, v4, _, v6 = lines[0].split()
         assert int(v4) == 0 and int(v6) >= RANKS - 1, f"rank {rank}: {lines[0]}\n" \
                                                        f"{job.describe()}"
+
+
+# Rank 2 starts threelc only after the others have given up waiting for it at the fence.
+LATE_START = """import os, sys, time, threelc
+if os.environ["OMPI_COMM_WORLD_RANK"] == "2":
+    time.sleep(8)
+try:
+    threelc.init()
+except threelc.ThreelcError as e:
+    print("ERROR", e, flush=True)
+    time.sleep(1)  # the others print theirs before mpirun stops the job on this exit
+    sys.exit(1)
+print("NOERROR", flush=True)
+"""
+
+
+def test_a_rank_that_never_reaches_the_fence_times_out():
+    """Nothing waits for ever at the launcher's fence: the ranks that reached it fail at
+    THREELC_START_TIMEOUT, saying that not every rank did (mpirun then stops rank 2)."""
+    job = mpirun(PYTHON, "-c", LATE_START, env=job_env(THREELC_START_TIMEOUT="2"))
+    assert job.returncode != 0, job.describe()
+    for rank in (0, 1, 3):
+        lines = job.prefixed("ERROR ").get(rank, [])
+        assert lines and "fence did not complete within 2 s (THREELC_START_TIMEOUT): not all " \
+            f"{RANKS} ranks reached it" in lines[0], f"rank {rank}\n{job.describe()}"
+    assert job.seconds < 8, job.describe()
