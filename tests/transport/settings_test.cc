@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "../../transport/src/frame.h"
+#include "../../transport/src/host_address.h"
+#include "../../transport/src/listen_address.h"
 #include "../../transport/src/slurm_tasks.h"
 #include "threelc/transport/transport.h"
 
@@ -125,6 +127,16 @@ TEST(SlurmTasksTest, ExpandsRunsAtTheNode) {
        {"", "2(x", "(x3)", "0", "2(x0)", "2(y3)", "2,", ",2", "2(x3)x", "-1", "2 ,1", "1,x"}) {
     EXPECT_EQ(slurm_tasks_on_node(malformed, 0), std::nullopt) << malformed;
   }
+}
+
+TEST(HostAddress, ReachableAddressIsThisHostsAndNotLoopback) {
+  namespace td = threelc::transport::detail;
+  EXPECT_EQ(td::host_port_text("10.0.0.1", 29500), "10.0.0.1:29500");
+  EXPECT_EQ(td::host_port_text("fe80::1", 7), "[fe80::1]:7");
+  const std::string address = td::reachable_host_address();
+  EXPECT_NE(address.rfind("127.", 0), 0u) << address;
+  EXPECT_NE(address, "::1");
+  EXPECT_FALSE(td::resolve_interface_name(address).empty()) << address;  // an interface holds it
 }
 
 TEST_F(EnvironmentTest, SlurmSizeAndLocalSizeOfTheStep) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "auth.h"
+#include "host_address.h"
 #include "launcher_service.h"
 #include "listen_address.h"
 #include "threelc/settings/setting.h"
@@ -75,7 +76,7 @@ std::unique_ptr<LauncherService> open_launcher_service(const Options& options,
 std::string coordinator_host_for(const Options& options) {
   if (!options.listen_host.empty()) return resolve_listen_host(options, "");
   if (options.local_size >= options.size) return "127.0.0.1";
-  return first_host_address();
+  return reachable_host_address();
 }
 
 void prepare_launcher_wireup(Options& options) {
@@ -106,14 +107,8 @@ void publish_through_launcher(const Options& options) {
   const Keys keys = keys_of(starts - 1);
   const auto deadline = start_deadline(options);
   auto service = open_launcher_service(options, deadline);
-  // THREELC_COORDINATOR's form, [address]:port for IPv6 (appended piece by piece: GCC 12
-  // reports a false -Wrestrict for "[" + std::string&&).
-  const bool v6 = options.coordinator_host.find(':') != std::string::npos;
-  std::string coordinator = v6 ? "[" : "";
-  coordinator += options.coordinator_host;
-  coordinator += v6 ? "]:" : ":";
-  coordinator += std::to_string(options.coordinator_port);
-  service->put(keys.coordinator, coordinator);
+  service->put(keys.coordinator,
+               host_port_text(options.coordinator_host, options.coordinator_port));
   service->put(keys.secret, options.secret);
   meet_at_fence(options, *service, deadline);
   service->close();

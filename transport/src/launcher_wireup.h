@@ -19,8 +19,8 @@ void prepare_launcher_wireup(Options& options);
 // coordinator and the secret and meets the other ranks at the service's fence.
 void publish_through_launcher(const Options& options);
 
-// The address rank 0's coordinator listens on when nothing names one: 127.0.0.1 when every rank
-// is on this host, else this host's first address that is not a loopback one.
+// The address rank 0's coordinator listens on when nothing names one: THREELC_IFACE's; else
+// 127.0.0.1 when every rank is on this host; else reachable_host_address().
 std::string coordinator_host_for(const Options& options);
 
 }  // namespace threelc::transport::detail

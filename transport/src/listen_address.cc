@@ -75,34 +75,4 @@ std::string resolve_interface_name(const std::string& iface_or_address) {
   return found;
 }
 
-std::string first_host_address() {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) throw Error(-1, "threelc: getifaddrs failed");
-  std::string v4, v6;
-  for (ifaddrs* it = list; it != nullptr && v4.empty(); it = it->ifa_next) {
-    if (it->ifa_addr == nullptr || (it->ifa_flags & IFF_UP) == 0 ||
-        (it->ifa_flags & IFF_LOOPBACK) != 0) {
-      continue;
-    }
-    char text[INET6_ADDRSTRLEN];
-    if (it->ifa_addr->sa_family == AF_INET) {
-      const auto* in = reinterpret_cast<const sockaddr_in*>(it->ifa_addr);
-      if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) != nullptr) v4 = text;
-    } else if (it->ifa_addr->sa_family == AF_INET6 && v6.empty()) {
-      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(it->ifa_addr);
-      if (!IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr) &&
-          inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text) != nullptr) {
-        v6 = text;
-      }
-    }
-  }
-  freeifaddrs(list);
-  if (!v4.empty()) return v4;
-  if (!v6.empty()) return v6;
-  throw Error(-1,
-              "threelc: this host has no network interface that is up, other than loopback, for "
-              "rank 0's coordinator: set THREELC_IFACE to the interface or address the ranks "
-              "reach it by");
-}
-
 }  // namespace threelc::transport::detail

@@ -16,9 +16,4 @@ std::string resolve_listen_host(const Options& options, const std::string& fallb
 // the interface that holds the address. Throws Error when neither.
 std::string resolve_interface_name(const std::string& iface_or_address);
 
-// This host's first address that other hosts can reach: the IPv4 address of the first
-// interface that is up and not a loopback one, else such an interface's global IPv6 address.
-// Throws Error (set THREELC_IFACE) when there is none.
-std::string first_host_address();
-
 }  // namespace threelc::transport::detail

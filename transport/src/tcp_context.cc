@@ -7,6 +7,7 @@
 #include <exception>
 #include <future>
 
+#include "host_address.h"
 #include "tcp.h"
 
 namespace threelc::transport::detail {
@@ -299,12 +300,7 @@ void TcpContext::open_listener(tcp::acceptor& acceptor, const tcp::endpoint& end
 }
 
 std::string TcpContext::coordinator_text() const {
-  const bool v6 = options_.coordinator_host.find(':') != std::string::npos;
-  std::string text = v6 ? "[" : "";  // appended piece by piece (GCC 12's false -Wrestrict)
-  text += options_.coordinator_host;
-  text += v6 ? "]:" : ":";
-  text += std::to_string(options_.coordinator_port);
-  return text;
+  return host_port_text(options_.coordinator_host, options_.coordinator_port);
 }
 
 void TcpContext::open_data_listener(const std::string& host) {
