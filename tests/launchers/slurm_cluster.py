@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from launched_jobs import require
+from threelc.launcher.environment import free_port
 
 # binary -> the Debian package that has it (tools/setup.sh installs them)
 DAEMONS = {"mungekey": "munge", "munged": "munge", "munge": "munge", "unmunge": "munge",
@@ -36,15 +37,9 @@ CLIENTS = {"srun": "slurm-client", "sbatch": "slurm-client", "sinfo": "slurm-cli
            "squeue": "slurm-client", "scancel": "slurm-client"}
 # Slurm's mpi/pmix plugin dlopens the unversioned libpmix.so that only libpmix-dev ships.
 LIBRARIES = {"/usr/lib/*/pmix2/lib/libpmix.so": "libpmix-dev",
-             "/usr/lib/*/libpmi2.so.0": "libpmi2-0"}
+             "/usr/lib/*/libpmi2.so.0": "libpmi2-0 (Debian 13: libpmi2-0t64)"}
 READY_SECONDS = 60  # for munged, then for the node to be idle
 STOP_SECONDS = 10  # SIGTERM to SIGKILL
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def slurm_conf(d: Path, node: str) -> str:
