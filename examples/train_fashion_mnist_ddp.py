@@ -60,9 +60,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -70,9 +67,10 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ddp_hooks import (SS, add_hook_arguments, average, check_hook_arguments,  # noqa: E402
+                       describe_hook, engine_bytes_sent, tcp_bytes_sent, wrap)
 from fashion_mnist import make_model  # noqa: E402
 from mixed_precision import MixedPrecision  # noqa: E402
 from training import (add_training_arguments, evaluate_locally,  # noqa: E402
@@ -80,92 +78,13 @@ from training import (add_training_arguments, evaluate_locally,  # noqa: E402
                       torch_threads, train_epoch)
 
 
-HOOKS = ("threelc", "none", "fp16", "bf16", "powersgd")
-
-
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--hook", choices=HOOKS, default="threelc",
-                    help="DDP communication hook: threelc (3LC through the threelc engine, "
-                         "default), none (DDP's default gloo allreduce), or one of torch's: "
-                         "fp16, bf16, powersgd")
-    ap.add_argument("--powersgd-rank", type=int, default=2,
-                    help="PowerSGD's matrix approximation rank (default 2)")
-    ap.add_argument("--powersgd-start-step", type=int, default=10,
-                    help="steps of uncompressed allreduce before PowerSGD starts (default 10)")
-    ap.add_argument("--bucket-cap-mb", type=float, default=None,
-                    help="DDP's bucket size in MiB, the first bucket's too (default: DDP's, "
-                         "25, and 1 for the first)")
+    add_hook_arguments(ap)
     add_training_arguments(ap)
     args = parse_training_arguments(ap, argv)
-    if args.powersgd_rank < 1:
-        ap.error(f"--powersgd-rank {args.powersgd_rank} must be at least 1")
-    if args.powersgd_start_step < 2:  # torch's PowerSGDState refuses 1 with error feedback
-        ap.error(f"--powersgd-start-step {args.powersgd_start_step} must be at least 2")
-    if args.bucket_cap_mb is not None and not args.bucket_cap_mb > 0:
-        ap.error(f"--bucket-cap-mb {args.bucket_cap_mb} must be positive")
+    check_hook_arguments(ap, args)
     return args
-
-
-_SS = shutil.which("ss") or next((p for p in ("/usr/bin/ss", "/bin/ss", "/sbin/ss")
-                                  if os.path.exists(p)), None)
-_PID = re.compile(r"pid=(\d+),")
-_BYTES_SENT = re.compile(r"\bbytes_sent:(\d+)")
-
-
-def tcp_bytes_sent():
-    """Payload bytes this process has sent over its open TCP sockets (tcp_info bytes_sent,
-    summed), from `ss -tinpH`; None without ss. ss prints each socket as a line naming its
-    owners (users:(("python3",pid=...,fd=...))) followed by an indented line of tcp_info
-    (bytes_sent is left out while it is 0)."""
-    if _SS is None:
-        return None
-    out = subprocess.run([_SS, "-tinpH"], capture_output=True, text=True, check=True).stdout
-    pid, total, mine = str(os.getpid()), 0, False
-    for line in out.splitlines():
-        if line[:1] not in (" ", "\t"):  # a socket: is it ours?
-            mine = pid in _PID.findall(line)
-        elif mine:
-            found = _BYTES_SENT.search(line)
-            if found:
-                total += int(found.group(1))
-    return total
-
-
-def register_hook(model, args):
-    """The communication hook --hook names (none: DDP's default allreduce)."""
-    if args.hook == "threelc":
-        import threelc.torch  # noqa: PLC0415 (the other hooks run without the threelc library)
-
-        model.register_comm_hook(threelc.torch.DDPHookState(sparsity=args.sparsity),
-                                 threelc.torch.ddp_comm_hook)
-    elif args.hook in ("fp16", "bf16"):
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: PLC0415
-
-        model.register_comm_hook(None, getattr(default_hooks, f"{args.hook}_compress_hook"))
-    elif args.hook == "powersgd":
-        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook  # noqa: PLC0415
-
-        state = powerSGD_hook.PowerSGDState(
-            process_group=None, matrix_approximation_rank=args.powersgd_rank,
-            start_powerSGD_iter=args.powersgd_start_step, use_error_feedback=True,
-            warm_start=True, random_seed=args.seed)
-        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
-
-
-def engine_bytes_sent(hook):
-    if hook != "threelc":
-        return 0
-    import threelc.torch  # noqa: PLC0415 (only with the hook)
-
-    return threelc.torch.statistics().wire_bytes_sent
-
-
-def average(values, size):
-    """The mean over every rank of each of `values` (float64, gloo)."""
-    totals = torch.tensor(values, dtype=torch.float64)
-    dist.all_reduce(totals)
-    return (totals / size).tolist()
 
 
 def main(argv=None) -> int:
@@ -177,7 +96,7 @@ def main(argv=None) -> int:
     threads = torch_threads(args, local_size)
     torch.manual_seed(args.seed)
     log = print if rank == 0 else (lambda *a, **k: None)
-    if _SS is None and rank == 0:
+    if SS is None and rank == 0:
         print("note: `ss` not found (Debian: apt-get install iproute2): the bytes sent cannot "
               "be measured; they and the compression ratio are reported as null",
               file=sys.stderr, flush=True)
@@ -188,24 +107,14 @@ def main(argv=None) -> int:
     # The Horovod example's model. DDP broadcasts rank 0's parameters when it wraps the model,
     # as hvd.broadcast_parameters does there.
     net = make_model(args.model)
-    bucket = {}
-    if args.bucket_cap_mb is not None:
-        # Every bucket, the first too (DDP caps it at 1 MiB otherwise; torch documents this
-        # variable as the way to change that).
-        bucket["bucket_cap_mb"] = args.bucket_cap_mb
-        dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.bucket_cap_mb * 1024 * 1024)
-    model = DistributedDataParallel(net, **bucket)
-    register_hook(model, args)
+    model = wrap(net, args, dict(sparsity=args.sparsity))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     schedule = lr_schedule(optimizer, args, steps_per_epoch * args.epochs)
     precision = MixedPrecision(args.amp)
 
     params = sum(p.numel() for p in model.parameters())
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
-    mode = {"threelc": f"3LC hook, sparsity {args.sparsity}",
-            "none": "DDP's gloo allreduce (no compression)",
-            "fp16": "torch's fp16_compress_hook", "bf16": "torch's bf16_compress_hook",
-            "powersgd": f"torch's PowerSGD hook, rank {args.powersgd_rank}"}[args.hook]
+    mode = describe_hook(args, dict(sparsity=args.sparsity))
     log(f"DistributedDataParallel: {args.model.upper()} ({params} parameters) on Fashion-MNIST, "
         f"{size} ranks x batch {args.batch_size}, {steps_per_epoch} steps per epoch, "
         f"{args.epochs} epochs, {mode}, {precision.describe()}, {threads} torch thread(s) per "
@@ -213,7 +122,7 @@ def main(argv=None) -> int:
 
     rng = np.random.default_rng(args.seed)
     step_seconds = []  # this rank's, every step
-    measured = _SS is not None
+    measured = SS is not None
     sent_total, engine_total, accuracy, test_loss, train_seconds = 0.0, 0.0, 0.0, 0.0, 0.0
     for epoch in range(1, args.epochs + 1):
         order = shard.indices[rng.permutation(len(shard.indices))]  # the same on every rank

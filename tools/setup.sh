@@ -26,8 +26,9 @@ packages=(
   # Python side: Debian's /usr/bin/python3 with numpy, torch and pytest; venv, for the virtual
   # environments `pip install .` goes into (README.md, "Install with pip")
   python3 python3-numpy python3-torch python3-pytest python3-venv
-  # real data for the demo and the benchmarks
-  dataset-fashion-mnist
+  # real data for the demo and the benchmarks: Fashion-MNIST, and the Python documentation's
+  # reST sources (/usr/share/doc/python3/html/_sources), the transformer example's text
+  dataset-fashion-mnist python3-doc
 )
 
 # An entry "a|b" is one package under either name (Debian 13 renamed some libraries, "t64"):

@@ -3,13 +3,15 @@
 # python: build/venv-torch2 (or the directory given), made with THREELC_VENV_PYTHON (default:
 # the python3.11 first on PATH; the packaging tests make theirs with the same one), holding torch 2.13.0 (its CPU build: this machine's pip takes it from local disk; a bare
 # `pip install torch` would fetch a CUDA build of several GB), numpy, pytest and
-# pytorch_lightning 2.6.6. Idempotent: a venv that already holds exactly these requirements is
+# pytorch_lightning 2.6.6 and Hugging Face transformers 5.25.0 (the transformer example's
+# GPT-2). Idempotent: a venv that already holds exactly these requirements is
 # left alone and the network is not touched; one that holds others is made afresh.
 # Debian's /usr/bin/python3 keeps its own torch 1.13 (python3-torch) for the other suites.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${1:-$root/build/venv-torch2}
-requirements=(torch==2.13.0 numpy==2.4.6 pytest==9.1.1 pytorch_lightning==2.6.6)
+requirements=(torch==2.13.0 numpy==2.4.6 pytest==9.1.1 pytorch_lightning==2.6.6
+              transformers==5.25.0)
 stamp="$venv/threelc-requirements.txt"
 wanted=$(printf '%s\n' "${requirements[@]}")
 
