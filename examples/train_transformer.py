@@ -3,7 +3,7 @@
 
     threelcrun -np 4 build/venv-torch2/bin/python examples/train_transformer.py \
         [--model small|large] [--compression threelc|fp16|none] [--steps N] [--lr LR] \
-        [--seed K]
+        [--seed K] [--optimizer adamw|local-variance-adamw]
 
 A byte-level GPT-2 trained from scratch on the Python documentation's text
 (examples/text_lm.py: the text, the two sizes, AdamW with warm-up and cosine decay, clipping
@@ -47,6 +47,11 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--compression", choices=("threelc", "fp16", "none"), default="threelc",
                     help="gradient compression: threelc (default), fp16 (Horovod's) or none")
+    ap.add_argument("--optimizer", choices=("adamw", "local-variance-adamw"), default="adamw",
+                    help="adamw (torch's, default) or local-variance-adamw "
+                         "(threelc.torch.LocalVarianceAdamW: each rank divides its gradient "
+                         "by its own second moment before the allreduce; --clip clips each "
+                         "rank's gradient)")
     text_lm.add_arguments(ap)
     return ap, text_lm.parse_arguments(ap, argv)
 
@@ -70,7 +75,13 @@ def main(argv=None) -> int:
                    "none": hvd.Compression.none}[args.compression]
     # The allreduces' inputs are float32 gradients, or float16 ones with fp16 (half the bytes).
     input_to_float32 = 2 if args.compression == "fp16" else 1
-    optimizer = hvd.DistributedOptimizer(text_lm.make_optimizer(model, args),
+    if args.optimizer == "adamw":
+        local = text_lm.make_optimizer(model, args)
+    else:
+        local = hvd.LocalVarianceAdamW(text_lm.parameter_groups(model, args), lr=args.lr,
+                                       betas=text_lm.BETAS, eps=1e-8,
+                                       max_grad_norm=args.clip or None)
+    optimizer = hvd.DistributedOptimizer(local,
                                          named_parameters=model.named_parameters(),
                                          compression=compression)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -83,7 +94,7 @@ def main(argv=None) -> int:
     params = sum(p.numel() for p in model.parameters())
     log(f"threelc.torch: GPT-2 {args.model} ({params} parameters), AdamW lr {args.lr:g}, "
         f"{size} ranks x {args.batch_size // size} windows of {text_lm.CONTEXT} bytes, "
-        f"{args.steps} steps, {args.compression}, {threads} torch thread(s) per rank",
+        f"{args.steps} steps, {args.compression}, {args.optimizer}, {threads} torch thread(s) per rank",
         flush=True)
 
     step_seconds = []
@@ -92,7 +103,7 @@ def main(argv=None) -> int:
         began = time.perf_counter()
         loss.backward()
         optimizer.synchronize()
-        if args.clip > 0:
+        if args.clip > 0 and args.optimizer == "adamw":  # LocalVarianceAdamW clips itself
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         with optimizer.skip_synchronize():
             optimizer.step()
@@ -125,6 +136,7 @@ def main(argv=None) -> int:
         "bytes_sent_per_rank": int(sent),
         "api": "DistributedOptimizer",
         "compression": args.compression,
+        "optimizer": args.optimizer,
         "ranks": size,
         "steps": args.steps,
         "batch_size": args.batch_size,

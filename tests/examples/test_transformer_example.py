@@ -63,7 +63,7 @@ def check_common(summary: dict, stdout: str) -> None:
     assert summary["val_loss"] < UNIFORM_LOSS - 0.5, summary
     assert summary["perplexity"] == pytest.approx(math.exp(summary["val_loss"]), rel=1e-3)
     assert summary["parameters"] == 1853568 and summary["model"] == "small", summary
-    assert summary["lr"] == 1e-3 and summary["clip"] == 1.0 and summary["warmup"] == 1, summary
+    assert summary["lr"] == 3e-3 and summary["clip"] == 1.0 and summary["warmup"] == 1, summary
 
 
 @needs_text
@@ -78,6 +78,17 @@ def test_optimizer_example_trains_and_reports(compression):
         assert 0.95 < summary["compression_ratio"] < 1.05, summary
     else:
         assert summary["compression_ratio"] > 15, summary
+
+
+@needs_text
+def test_optimizer_example_trains_with_local_variance_adamw():
+    """--optimizer local-variance-adamw: threelc.torch.LocalVarianceAdamW under
+    DistributedOptimizer, 3LC-compressed; it clips each rank's gradient itself."""
+    summary, stdout = run_optimizer_example("--optimizer", "local-variance-adamw")
+    check_common(summary, stdout)
+    assert "local-variance-adamw" in stdout, stdout
+    assert summary["optimizer"] == "local-variance-adamw", summary
+    assert summary["compression_ratio"] > 15, summary
 
 
 @needs_text

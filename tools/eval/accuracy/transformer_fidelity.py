@@ -41,6 +41,7 @@ import argparse
 import json
 import math
 import re
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -70,6 +71,17 @@ def parse_args(argv):
                     help="hand the optimizer an exponential mean of the averaged 3LC results "
                          "with this coefficient (sum-preserving: (1 - a) sum a^k d[t-k]); 0: "
                          "the results themselves")
+    ap.add_argument("--local-adam", action="store_true",
+                    help="Adam's second moment on each rank from its own gradients: every rank "
+                         "clips its gradient, divides it by the root of its own running mean "
+                         "of squares, and push_pull averages those; the first moment, weight "
+                         "decay and step are AdamW's on that average")
+    ap.add_argument("--local-precondition", action="store_true",
+                    help="every rank divides its gradient by the root of its own running mean "
+                         "of squares before push_pull; clipping and AdamW then run as usual on "
+                         "the average of those")
+    ap.add_argument("--local-v-scale", type=float, default=1.0,
+                    help="--local-adam divides by sqrt(second moment / this)")
     ap.add_argument("--precondition", action="store_true")
     ap.add_argument("--precondition-floor", type=float, default=0.1)
     ap.add_argument("--precondition-start", type=int, default=10)
@@ -115,8 +127,107 @@ class Preconditioner:
         self.steps += 1
 
 
+class LocalAdam:
+    """--local-adam: every rank's own second moment, a shared first moment."""
+
+    def __init__(self, params, ranks, args):
+        self.params = [p for _, p in params]
+        self.args = args
+        self.second = [[torch.zeros_like(p) for p in self.params] for _ in range(ranks)]
+        self.first = [torch.zeros_like(p) for p in self.params]
+
+    def precondition(self, rank, grads, step):
+        a = self.args
+        if a.clip > 0 and a.local_adam:
+            norm = float(torch.cat([g.flatten() for g in grads]).norm())
+            if norm > a.clip:
+                grads = [g * (a.clip / norm) for g in grads]
+        out = []
+        for g, v in zip(grads, self.second[rank]):
+            v.mul_(0.95).addcmul_(g, g, value=0.05)
+            root = (v * a.local_v_scale / (1 - 0.95 ** (step + 1))).sqrt()
+            out.append(g / (root + 1e-8))
+        return out
+
+    def step(self, averaged, step):
+        a = self.args
+        lr = a.lr * text_lm.lr_factor(step, a)
+        with torch.no_grad():
+            for p, u, m in zip(self.params, averaged, self.first):
+                m.mul_(0.9).add_(u, alpha=0.1)
+                if p.dim() >= 2:
+                    p.mul_(1 - lr * a.weight_decay)
+                p.sub_(m / (1 - 0.9 ** (step + 1)), alpha=lr)
+
+
+def describe(run: dict) -> str:
+    """What a configuration changes against uncompressed AdamW."""
+    parts = []
+    if run.get("local_adam"):
+        parts.append("LocalVarianceAdamW" + (f" (v x {run['local_v_scale']:g})"
+                                             if run.get("local_v_scale", 1.0) != 1.0 else ""))
+    if run.get("local_precondition"):
+        parts.append("each rank's gradient divided by its own RMS, then AdamW")
+    if run["compression"] == "none":
+        return ", ".join(["uncompressed"] + parts + (["no clipping"] if not run["clip"] else []))
+    parts.insert(0, "3LC" + (f", a scale per {run['scale_values']} values"
+                             if run["scale_values"] != 320 else ""))
+    for side in ("push", "pull"):
+        if run[side] == "exact":
+            parts.append(f"{side} exact")
+    if run.get("exact_tensors"):
+        parts.append(f"{run['exact_tensors']} exact")
+    if run.get("exact_steps"):
+        parts.append(f"first {run['exact_steps']} steps exact")
+    if not run["clip"]:
+        parts.append("no clipping")
+    if run.get("smooth"):
+        parts.append(f"results smoothed ({run['smooth']:g})")
+    if run.get("precondition"):
+        parts.append("divided by the averaged RMS" + (", residuals rescaled"
+                                                      if run.get("precondition_rescale") else ""))
+    return ", ".join(parts)
+
+
+def table(paths) -> str:
+    """The Markdown table of docs/ACCURACY.md from runs' JSON lines: one row per
+    configuration and learning rate, against the best uncompressed AdamW mean (clipped)."""
+    groups = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            run = json.loads(line)
+            groups.setdefault((run["model"], run["ranks"], describe(run), run["lr"]),
+                              []).append(run)
+    best = min(statistics.mean(r["val_loss"] for r in runs)
+               for (_, _, what, _), runs in groups.items() if what == "uncompressed")
+    rows = ["| configuration | lr | seeds | validation loss | per seed | vs best AdamW | "
+            "ratio | push / pull density | clipped norm / exact | AdamW's v / exact |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for (_, _, what, lr), runs in sorted(groups.items(), key=lambda kv: (
+            kv[0][2] != "uncompressed", kv[0][2], kv[0][3])):
+        runs.sort(key=lambda r: r["seed"])
+        mean = statistics.mean(r["val_loss"] for r in runs)
+        first = runs[0]
+
+        def avg(field, fmt):
+            values = [r[field] for r in runs if r.get(field) is not None]
+            return fmt.format(statistics.mean(values)) if values else ""
+        density = (f"{avg('push_density', '{:.3f}')} / {avg('pull_density', '{:.3f}')}"
+                   if "push_density" in first or "pull_density" in first else "")
+        per_seed = ", ".join(f"{r['val_loss']:.4f}" for r in runs)
+        rows.append(f"| {what} | {lr:g} | {len(runs)} | {mean:.4f} | {per_seed} | "
+                    f"{100 * (mean / best - 1):+.1f} % | {avg('compression_ratio', '{:.1f}x')} | "
+                    f"{density} | {avg('clip_norm_over_exact', '{:.2f}')} | "
+                    f"{avg('second_moment_over_exact', '{:.2f}')} |")
+    return "\n".join(rows)
+
+
 def main(argv=None) -> int:
-    args = parse_args(argv if argv is not None else sys.argv[1:])
+    argv = argv if argv is not None else sys.argv[1:]
+    if argv[:1] == ["--table"]:
+        print(table(argv[1:]))
+        return 0
+    args = parse_args(argv)
     torch.set_num_threads(args.threads or 2)
     n = args.ranks
     if args.batch_size % n:
@@ -138,6 +249,7 @@ def main(argv=None) -> int:
     exact_second = torch.zeros(sum(sizes))  # AdamW's second moment of the exact averages
     clipped, clip_ratio_sum = 0, 0.0
     last_divisor = None
+    local = LocalAdam(params, n, args) if args.local_adam or args.local_precondition else None
     smoothed = None
     curve = []
     start = time.perf_counter()
@@ -156,6 +268,8 @@ def main(argv=None) -> int:
             loss.backward()
             loss_sum += loss.item() / n
             per_rank.append([p.grad.detach().clone() for _, p in params])
+        if args.local_adam or args.local_precondition:
+            per_rank = [local.precondition(r, grads, step) for r, grads in enumerate(per_rank)]
         averaged = [torch.stack([g[i] for g in per_rank]).mean(0) for i in range(len(params))]
         exact_norm = float(torch.cat([a.flatten() for a in averaged]).norm())
         if pp is not None:
@@ -190,13 +304,16 @@ def main(argv=None) -> int:
                 offset += size
         for (_, p), g in zip(params, averaged):
             p.grad = g
-        if args.clip > 0:
+        if args.local_adam:
+            local.step(averaged, step)
+        elif args.clip > 0:
             norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip))
             if norm > args.clip:
                 clipped += 1
             clip_ratio_sum += norm / max(exact_norm, 1e-30)
-        optimizer.step()
-        schedule.step()
+        if not args.local_adam:
+            optimizer.step()
+            schedule.step()
         if not math.isfinite(loss_sum):
             raise SystemExit(f"loss is {loss_sum} at step {step + 1}: training diverged")
         done = step + 1
@@ -213,15 +330,19 @@ def main(argv=None) -> int:
                "compression": args.compression, "push": args.push, "pull": args.pull,
                "scale_values": args.scale_values, "min_compress_values": args.min_compress_values,
                "exact_tensors": args.exact_tensors, "exact_steps": args.exact_steps,
-               "clip": args.clip, "smooth": args.smooth, "precondition": args.precondition,
+               "clip": args.clip, "smooth": args.smooth, "local_adam": args.local_adam,
+               "local_precondition": args.local_precondition,
+               "local_v_scale": args.local_v_scale if local else None, "precondition": args.precondition,
                "precondition_floor": args.precondition_floor if args.precondition else None,
                "precondition_start": args.precondition_start if args.precondition else None,
                "precondition_rescale": args.precondition_rescale,
                "clipped_steps": clipped,
-               "clip_norm_over_exact": round(clip_ratio_sum / args.steps, 3) if args.clip else None,
+               "clip_norm_over_exact": round(clip_ratio_sum / args.steps, 3)
+               if args.clip and not args.local_adam else None,
                "curve": curve, "seconds": round(time.perf_counter() - start, 1)}
     if pp is not None:
         summary.update(pp.summary())
+    if pp is not None and not args.local_adam:
         # what AdamW's second moment holds for the compressed values, over the exact one's
         seen = torch.cat([optimizer.state[params[i][1]]["exp_avg_sq"].flatten()
                           for i in compressed])

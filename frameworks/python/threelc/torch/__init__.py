@@ -39,6 +39,7 @@ from .basics import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled,
 from .async_ops import Adasum, InvalidArgumentError
 from .compression import Compression
 from .ddp import DDPHookState, ddp_comm_hook
+from .local_variance import LocalVarianceAdamW
 from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                         broadcast_parameters)
 from .ops import (DuplicateNameError, Handle, HorovodInternalError, ProcessSet, allgather,
@@ -130,7 +131,8 @@ __all__ = [
     "join", "poll", "synchronize",
     "push_pull", "push_pull_", "push_pull_async", "push_pull_async_", "push_pull_inplace",
     "push_pull_async_inplace",
-    "DistributedOptimizer", "DDPHookState", "ddp_comm_hook", "broadcast_parameters",
+    "DistributedOptimizer", "LocalVarianceAdamW", "DDPHookState", "ddp_comm_hook",
+    "broadcast_parameters",
     "broadcast_optimizer_state",
     "broadcast_object", "allgather_object",
     "mpi_built", "gloo_built", "nccl_built", "ddl_built", "ccl_built", "cuda_built",

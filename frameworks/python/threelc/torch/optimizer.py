@@ -93,6 +93,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         self._synchronized_for_groups = False  # by a read of param_groups (GradScaler)
         self._should_synchronize = True
+        # A LocalVarianceAdamW divides each gradient before its allreduce; with max_grad_norm
+        # that needs every gradient of the backward pass, so synchronize() submits them all.
+        self._precondition = getattr(self, "precondition_gradient", None)
+        self._submit_in_backward = self._precondition is None or not any(
+            group.get("max_grad_norm") for group in self.param_groups)
         if self._member:
             self._register_hooks()
 
@@ -145,7 +150,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             handle, ctx = None, None
             self._synchronized_for_groups = False  # a new backward pass
             self._delay[p] -= 1
-            if self._delay[p] == 0:
+            if self._delay[p] == 0 and self._submit_in_backward:
                 handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
 
@@ -161,6 +166,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             return sparse_allreduce_async(p.grad, name, self._op, self.process_set), \
                 functools.partial(_write_grad, p, Compression.none, None)
         dense = p.grad.to_dense() if p.grad.is_sparse else p.grad
+        if self._precondition is not None:
+            dense = self._precondition(p, dense)
         compressed, ctx = self._compression.compress(dense)
         handle = async_ops.submit_with_wire(compressed, True, name, self._op, self._prescale,
                                             self._postscale, self._wire,
