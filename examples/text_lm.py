@@ -148,9 +148,24 @@ def parameter_groups(model: torch.nn.Module, args) -> list:
             {"params": no_decay, "weight_decay": 0.0}]
 
 
-def make_optimizer(model: torch.nn.Module, args) -> torch.optim.AdamW:
-    """torch's AdamW."""
-    return torch.optim.AdamW(parameter_groups(model, args), lr=args.lr, betas=BETAS, eps=1e-8)
+def add_optimizer_argument(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--optimizer", choices=("adamw", "local-variance-adamw"), default="adamw",
+                    help="adamw (torch's, default) or local-variance-adamw "
+                         "(threelc.torch.LocalVarianceAdamW: each rank divides its gradient "
+                         "by its own second moment before the allreduce; --clip then clips "
+                         "each rank's gradient)")
+
+
+def make_optimizer(model: torch.nn.Module, args) -> torch.optim.Optimizer:
+    """--optimizer: torch's AdamW, or threelc.torch.LocalVarianceAdamW (clipping each rank's
+    gradient to --clip)."""
+    groups = parameter_groups(model, args)
+    if getattr(args, "optimizer", "adamw") == "adamw":
+        return torch.optim.AdamW(groups, lr=args.lr, betas=BETAS, eps=1e-8)
+    import threelc.torch  # noqa: PLC0415 (torch's AdamW runs without the threelc library)
+
+    return threelc.torch.LocalVarianceAdamW(groups, lr=args.lr, betas=BETAS, eps=1e-8,
+                                            max_grad_norm=args.clip or None)
 
 
 def lr_factor(step: int, args) -> float:

@@ -47,11 +47,7 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--compression", choices=("threelc", "fp16", "none"), default="threelc",
                     help="gradient compression: threelc (default), fp16 (Horovod's) or none")
-    ap.add_argument("--optimizer", choices=("adamw", "local-variance-adamw"), default="adamw",
-                    help="adamw (torch's, default) or local-variance-adamw "
-                         "(threelc.torch.LocalVarianceAdamW: each rank divides its gradient "
-                         "by its own second moment before the allreduce; --clip clips each "
-                         "rank's gradient)")
+    text_lm.add_optimizer_argument(ap)
     text_lm.add_arguments(ap)
     return ap, text_lm.parse_arguments(ap, argv)
 
@@ -75,13 +71,7 @@ def main(argv=None) -> int:
                    "none": hvd.Compression.none}[args.compression]
     # The allreduces' inputs are float32 gradients, or float16 ones with fp16 (half the bytes).
     input_to_float32 = 2 if args.compression == "fp16" else 1
-    if args.optimizer == "adamw":
-        local = text_lm.make_optimizer(model, args)
-    else:
-        local = hvd.LocalVarianceAdamW(text_lm.parameter_groups(model, args), lr=args.lr,
-                                       betas=text_lm.BETAS, eps=1e-8,
-                                       max_grad_norm=args.clip or None)
-    optimizer = hvd.DistributedOptimizer(local,
+    optimizer = hvd.DistributedOptimizer(text_lm.make_optimizer(model, args),
                                          named_parameters=model.named_parameters(),
                                          compression=compression)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)

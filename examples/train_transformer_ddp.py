@@ -4,7 +4,8 @@ DistributedDataParallel.
 
     build/venv-torch2/bin/torchrun --standalone --nproc_per_node 4 \
         examples/train_transformer_ddp.py [--hook threelc|none|fp16|bf16|powersgd] \
-        [--powersgd-rank R] [--model small|large] [--steps N] [--lr LR] [--seed K]
+        [--powersgd-rank R] [--model small|large] [--steps N] [--lr LR] [--seed K] \
+        [--optimizer adamw|local-variance-adamw]
 
 The DistributedDataParallel twin of train_transformer.py (threelc.torch's Horovod API): the
 same GPT-2, text, global batches, AdamW, schedule and clipping (examples/text_lm.py), so the
@@ -50,9 +51,13 @@ from training import exit_without_teardown  # noqa: E402
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_hook_arguments(ap)
+    text_lm.add_optimizer_argument(ap)
     text_lm.add_arguments(ap)
     args = text_lm.parse_arguments(ap, argv)
     check_hook_arguments(ap, args)
+    if args.optimizer != "adamw" and args.hook != "threelc":
+        ap.error(f"--optimizer {args.optimizer} needs --hook threelc (the hook divides the "
+                 f"gradients)")
     return ap, args
 
 
@@ -71,16 +76,16 @@ def main(argv=None) -> int:
               file=sys.stderr, flush=True)
     corpus = text_lm.load_corpus(args.text_dir)
     net = text_lm.make_model(args.model)
-    threelc_options = {}
+    optimizer = text_lm.make_optimizer(net, args)
+    threelc_options = {} if args.optimizer == "adamw" else {"preconditioner": optimizer}
     model = wrap(net, args, threelc_options)
-    optimizer = text_lm.make_optimizer(model, args)
     schedule = text_lm.lr_schedule(optimizer, args)
 
     params = sum(p.numel() for p in model.parameters())
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
     log(f"DistributedDataParallel: GPT-2 {args.model} ({params} parameters), AdamW lr "
         f"{args.lr:g}, {size} ranks x {args.batch_size // size} windows of {text_lm.CONTEXT} "
-        f"bytes, {args.steps} steps, {describe_hook(args, threelc_options)}, {threads} torch "
+        f"bytes, {args.steps} steps, {describe_hook(args, {})}, {args.optimizer}, {threads} torch "
         f"thread(s) per rank", flush=True)
 
     step_seconds = []
@@ -88,7 +93,7 @@ def main(argv=None) -> int:
     def step(loss):
         began = time.perf_counter()
         loss.backward()
-        if args.clip > 0:
+        if args.clip > 0 and args.optimizer == "adamw":  # LocalVarianceAdamW clips itself
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         optimizer.step()
         step_seconds.append(time.perf_counter() - began)
@@ -122,6 +127,7 @@ def main(argv=None) -> int:
         else None,
         "api": "ddp",
         "hook": args.hook,
+        "optimizer": args.optimizer,
         "powersgd_rank": args.powersgd_rank if args.hook == "powersgd" else None,
         "bucket_cap_mb": args.bucket_cap_mb,
         "ranks": size,

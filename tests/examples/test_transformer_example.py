@@ -92,6 +92,28 @@ def test_optimizer_example_trains_with_local_variance_adamw():
 
 
 @needs_text
+def test_ddp_example_trains_with_local_variance_adamw_through_the_hook():
+    """--optimizer local-variance-adamw under DDP: DDPHookState(preconditioner=optimizer)
+    divides each gradient before 3LC; with clipping the hook holds the buckets until the
+    last one."""
+    summary, stdout = run_ddp_example("--optimizer", "local-variance-adamw")
+    check_common(summary, stdout)
+    assert summary["optimizer"] == "local-variance-adamw" and summary["hook"] == "threelc"
+    assert summary["compression_ratio"] > 15, summary
+
+
+@needs_text
+def test_local_variance_adamw_is_the_same_training_through_both_apis(monkeypatch):
+    """Uncompressed (THREELC_COMPRESSION=none for the hook), LocalVarianceAdamW under
+    DistributedOptimizer and under DDP with the hook train alike to the last digit printed."""
+    optimizer, _ = run_optimizer_example("--compression", "none",
+                                         "--optimizer", "local-variance-adamw")
+    monkeypatch.setenv("THREELC_COMPRESSION", "none")
+    ddp, _ = run_ddp_example("--optimizer", "local-variance-adamw")
+    assert optimizer["val_loss"] == pytest.approx(ddp["val_loss"], abs=1e-4), (optimizer, ddp)
+
+
+@needs_text
 @pytest.mark.parametrize("hook", ["threelc", "none"])
 def test_ddp_example_trains_and_reports(hook):
     summary, stdout = run_ddp_example("--hook", hook)

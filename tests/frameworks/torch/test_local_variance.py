@@ -201,3 +201,8 @@ def test_sparse_gradients_are_refused():
     embedding(torch.tensor([1, 2])).sum().backward()
     with pytest.raises(ValueError, match="sparse"):
         opt.step()
+
+
+def test_the_ddp_hook_takes_only_a_local_variance_adamw_as_its_preconditioner():
+    with pytest.raises(TypeError, match="LocalVarianceAdamW"):
+        hvd.DDPHookState(preconditioner=torch.optim.AdamW(make_model().parameters()))

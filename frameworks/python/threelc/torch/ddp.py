@@ -26,6 +26,7 @@ of what it has not sent yet); ``load_state_dict`` puts them back, so a resumed j
 nor double-counts them. Save one per rank, like an RNG state.
 """
 
+import functools
 from typing import Dict, List, Optional
 
 import torch
@@ -35,6 +36,7 @@ from .. import engine as _engine
 from ..engine import Average
 from . import _completion, _feedback, _tensors, _torchrun
 from .compression import ThreelcCompressor
+from .local_variance import LocalVarianceAdamW
 
 NAME_PREFIX = "ddp."
 
@@ -49,12 +51,20 @@ class DDPHookState:
     DDP model's ``named_parameters()``, for readable operation names (logs, timeline,
     checkpoints); without it parameters are named by where they first appeared. `timeout`:
     seconds a bucket may take before its future fails with ETIMEOUT (None: the engine's own
-    timeouts).
+    timeouts). `preconditioner`: the model's :class:`LocalVarianceAdamW`, which divides each
+    gradient by this rank's second moment before it is sent (with its max_grad_norm the
+    buckets are sent when the last has arrived, after clipping this rank's gradient).
     """
 
     def __init__(self, sparsity: Optional[float] = None,
                  min_compress_bytes: Optional[int] = None,
-                 named_parameters=None, timeout: Optional[float] = None):
+                 named_parameters=None, timeout: Optional[float] = None,
+                 preconditioner: Optional[LocalVarianceAdamW] = None):
+        if preconditioner is not None and not isinstance(preconditioner, LocalVarianceAdamW):
+            raise TypeError(f"preconditioner must be a threelc.torch.LocalVarianceAdamW, got "
+                            f"{type(preconditioner).__name__}")
+        self.preconditioner = preconditioner
+        self._waiting: List[tuple] = []  # (bucket, future) until the last bucket, to clip
         ThreelcCompressor(sparsity)  # validates the range
         if min_compress_bytes is not None and int(min_compress_bytes) < 0:
             raise ValueError(f"min_compress_bytes must be >= 0 or None, got {min_compress_bytes}")
@@ -140,6 +150,40 @@ def ddp_comm_hook(state: DDPHookState,
     """Averages `bucket` over every rank through the engine's compressed allreduce; register
     with ``model.register_comm_hook(state, threelc.torch.ddp_comm_hook)``."""
     state.join()
+    preconditioner = state.preconditioner
+    if preconditioner is None:
+        return _average(state, bucket)
+    if not preconditioner.clips():
+        _precondition(preconditioner, bucket)
+        return _average(state, bucket)
+    # Clipping needs every gradient of this rank: hold the buckets until the last one.
+    future = torch.futures.Future()
+    state._waiting.append((bucket, future))
+    if not bucket.is_last():
+        return future
+    waiting, state._waiting = state._waiting, []
+    preconditioner.clip_to([g for b, _ in waiting for g in b.gradients()])
+    for held, held_future in waiting:
+        _precondition(preconditioner, held)
+        _average(state, held).then(functools.partial(_settle, held_future))
+    return future
+
+
+def _precondition(preconditioner: LocalVarianceAdamW, bucket: dist.GradBucket) -> None:
+    """Each gradient of `bucket` divided, in place, by this rank's second moment."""
+    for param, grad in zip(bucket.parameters(), bucket.gradients()):
+        grad.copy_(preconditioner.precondition_gradient(param, grad))
+
+
+def _settle(future: torch.futures.Future, done: torch.futures.Future) -> None:
+    try:
+        future.set_result(done.value())
+    except Exception as e:  # noqa: BLE001 (the bucket's future fails with it)
+        future.set_exception(e)
+
+
+def _average(state: DDPHookState, bucket: dist.GradBucket) -> torch.futures.Future:
+    """The future of `bucket` averaged in place through the engine."""
     buffer = bucket.buffer()
     _tensors.check_tensor(buffer, "the DDP bucket", reducing=True)
     if _tensors.cuda_allreduce_ready(buffer):

@@ -6,14 +6,20 @@ rank's own gradients.
                                          weight_decay=0.1),
         named_parameters=model.named_parameters())
 
+or, under DistributedDataParallel, with the threelc hook given the optimizer::
+
+    optimizer = threelc.torch.LocalVarianceAdamW(model.parameters(), lr=3e-3)
+    model.register_comm_hook(threelc.torch.DDPHookState(preconditioner=optimizer),
+                             threelc.torch.ddp_comm_hook)
+
 Why: AdamW divides each value's step by the root of its running mean of squared gradients.
 3LC hands it gradients that are exact over time (error feedback) but carry a large quantization
 error at each step; that error enters the squares, so AdamW's second moment grows and its steps
 shrink, most for the values whose gradients are small next to the largest of their 3LC tile
 (docs/ACCURACY.md, "A transformer with AdamW"). Here the division happens before the
 compression instead: every rank divides its own gradient by the root of its own running mean of
-squares (``precondition_gradient``, which DistributedOptimizer calls before each
-allreduce); the ranks average those quotients, 3LC-compressed with error feedback;
+squares (``precondition_gradient``, which DistributedOptimizer or the DDP hook calls before
+each allreduce); the ranks average those quotients, 3LC-compressed with error feedback;
 ``step()`` keeps AdamW's first moment of the average (the same on every rank), its bias
 corrections and its decoupled weight decay. What the ranks exchange is then already scaled to
 the step, and error feedback's exactness over time carries into the parameters as it does for
@@ -24,8 +30,9 @@ own batch, not the global one's), and the first moment averages quotients instea
 gradients. Without threelc (one process, or DDP's own allreduce) ``step()`` divides the
 gradient itself. Clip with ``max_grad_norm``: each rank clips its own gradient to that norm
 before dividing (torch.nn.utils.clip_grad_norm_ on the averaged quotients would shrink them
-all); with it, DistributedOptimizer submits the allreduces once backward has finished (the
-norm is over every gradient of the rank), not while it runs. The state holds, per parameter, ``exp_avg`` (the same on every rank) and
+all); with it, DistributedOptimizer submits the allreduces once backward has finished and the
+DDP hook once the last bucket has arrived (the norm is over every gradient of the rank), not
+while backward runs. The state holds, per parameter, ``exp_avg`` (the same on every rank) and
 ``local_exp_avg_sq`` (this rank's): save every rank's ``state_dict()``, as with the
 error-feedback residuals.
 """
@@ -73,19 +80,26 @@ class LocalVarianceAdamW(torch.optim.Optimizer):
         raise ValueError("precondition_gradient: the tensor is not a parameter of this "
                          "optimizer")
 
-    def _local_clip_factor(self) -> float:
-        """max_grad_norm over this rank's gradient norm (all its parameters), capped at 1;
-        computed once per backward pass, when the first gradient is divided."""
+    def clip_to(self, gradients) -> None:
+        """Sets this backward pass's clip factor from this rank's `gradients` (all of them):
+        max_grad_norm over their global norm, capped at 1. The DDP hook calls it with its
+        buckets' gradients; otherwise the first division computes it from p.grad."""
         max_norm = self._groups()[0]["max_grad_norm"]
-        if max_norm is None:
-            return 1.0
+        grads = [g.detach() for g in gradients]
+        norm = float(torch.linalg.vector_norm(
+            torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))) \
+            if grads else 0.0
+        self._clip_factor = min(1.0, max_norm / norm) if max_norm and norm > 0 else 1.0
+
+    def clips(self) -> bool:
+        """Whether each rank's gradient is clipped (max_grad_norm), which needs all of them
+        before the first is divided."""
+        return bool(self._groups()[0]["max_grad_norm"])
+
+    def _local_clip_factor(self) -> float:
         if self.__dict__.get("_clip_factor") is None:
-            grads = [p.grad for group in self._groups() for p in group["params"]
-                     if p.grad is not None]
-            norm = float(torch.linalg.vector_norm(
-                torch.stack([torch.linalg.vector_norm(g.detach()) for g in grads]))) \
-                if grads else 0.0
-            self._clip_factor = min(1.0, max_norm / norm) if norm > 0 else 1.0
+            self.clip_to([p.grad for group in self._groups() for p in group["params"]
+                          if p.grad is not None])
         return self._clip_factor
 
     @torch.no_grad()

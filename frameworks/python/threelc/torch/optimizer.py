@@ -96,8 +96,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # A LocalVarianceAdamW divides each gradient before its allreduce; with max_grad_norm
         # that needs every gradient of the backward pass, so synchronize() submits them all.
         self._precondition = getattr(self, "precondition_gradient", None)
-        self._submit_in_backward = self._precondition is None or not any(
-            group.get("max_grad_norm") for group in self.param_groups)
+        self._submit_in_backward = self._precondition is None or not self.clips()
         if self._member:
             self._register_hooks()
 
