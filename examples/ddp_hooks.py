@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import torch
 import torch.distributed as dist
@@ -94,6 +95,14 @@ def describe_hook(args, threelc_options: dict) -> str:
             "none": "DDP's gloo allreduce (no compression)",
             "fp16": "torch's fp16_compress_hook", "bf16": "torch's bf16_compress_hook",
             "powersgd": f"torch's PowerSGD hook, rank {args.powersgd_rank}"}[args.hook]
+
+
+def note_without_ss() -> None:
+    """Says on stderr, where `ss` is missing, that the bytes sent are not measured."""
+    if SS is None:
+        print("note: `ss` not found (Debian: apt-get install iproute2): the bytes sent cannot "
+              "be measured; they and the compression ratio are reported as null",
+              file=sys.stderr, flush=True)
 
 
 def tcp_bytes_sent():

@@ -248,3 +248,14 @@ def train(model, optimizer, schedule, corpus: Corpus, args, rank: int, size: int
             log(f"step {done}: validation loss {val:.4f} (perplexity {math.exp(val):.3f})",
                 flush=True)
     return curve
+
+
+def summary(args, curve: List[dict], parameters: int, size: int, timing: dict) -> dict:
+    """The fields of the examples' JSON line that both APIs share; `timing` holds seconds,
+    train_seconds and median_step_seconds."""
+    val = curve[-1]["val_loss"]
+    return {"val_loss": val, "perplexity": round(math.exp(val), 4), "model": args.model,
+            "parameters": parameters, "optimizer": args.optimizer, "ranks": size,
+            "steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
+            "warmup": args.warmup, "clip": args.clip, "seed": args.seed, "curve": curve,
+            **{k: round(v, 5 if k == "median_step_seconds" else 2) for k, v in timing.items()}}

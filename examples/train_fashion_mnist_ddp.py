@@ -70,7 +70,8 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ddp_hooks import (SS, add_hook_arguments, average, check_hook_arguments,  # noqa: E402
-                       describe_hook, engine_bytes_sent, tcp_bytes_sent, wrap)
+                       describe_hook, engine_bytes_sent, note_without_ss, tcp_bytes_sent,
+                       wrap)
 from fashion_mnist import make_model  # noqa: E402
 from mixed_precision import MixedPrecision  # noqa: E402
 from training import (add_training_arguments, evaluate_locally,  # noqa: E402
@@ -96,10 +97,8 @@ def main(argv=None) -> int:
     threads = torch_threads(args, local_size)
     torch.manual_seed(args.seed)
     log = print if rank == 0 else (lambda *a, **k: None)
-    if SS is None and rank == 0:
-        print("note: `ss` not found (Debian: apt-get install iproute2): the bytes sent cannot "
-              "be measured; they and the compression ratio are reported as null",
-              file=sys.stderr, flush=True)
+    if rank == 0:
+        note_without_ss()
 
     shard = load_shard(args, rank, size)
     steps_per_epoch = shard.steps_per_epoch

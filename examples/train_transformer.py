@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -116,29 +115,12 @@ def main(argv=None) -> int:
     sent, raw = hvd.allreduce(torch.tensor(
         [float(sent1 - sent0), (reduced1 - reduced0) * input_to_float32 * 2 * (size - 1) / size],
         dtype=torch.float64), op=hvd.Average, name="traffic").tolist()
-    val = curve[-1]["val_loss"]
-    summary = {
-        "val_loss": val,
-        "perplexity": round(math.exp(val), 4),
-        "model": args.model,
-        "parameters": params,
-        "compression_ratio": round(raw / sent, 2) if sent else None,
-        "bytes_sent_per_rank": int(sent),
-        "api": "DistributedOptimizer",
-        "compression": args.compression,
-        "optimizer": args.optimizer,
-        "ranks": size,
-        "steps": args.steps,
-        "batch_size": args.batch_size,
-        "lr": args.lr,
-        "warmup": args.warmup,
-        "clip": args.clip,
-        "seed": args.seed,
-        "curve": curve,
-        "seconds": round(time.perf_counter() - start, 2),
-        "train_seconds": round(train_seconds, 2),
-        "median_step_seconds": round(float(np.median(step_seconds)), 5),
-    }
+    timing = {"seconds": time.perf_counter() - start, "train_seconds": train_seconds,
+              "median_step_seconds": float(np.median(step_seconds))}
+    summary = {**text_lm.summary(args, curve, params, size, timing),
+               "api": "DistributedOptimizer", "compression": args.compression,
+               "compression_ratio": round(raw / sent, 2) if sent else None,
+               "bytes_sent_per_rank": int(sent)}
     log(json.dumps(summary), flush=True)
     hvd.shutdown()
     return 0

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -44,7 +43,8 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import text_lm  # noqa: E402
 from ddp_hooks import (SS, add_hook_arguments, average, check_hook_arguments,  # noqa: E402
-                       describe_hook, engine_bytes_sent, tcp_bytes_sent, wrap)
+                       describe_hook, engine_bytes_sent, note_without_ss, tcp_bytes_sent,
+                       wrap)
 from training import exit_without_teardown  # noqa: E402
 
 
@@ -70,10 +70,8 @@ def main(argv=None) -> int:
     threads = text_lm.torch_threads(args, int(os.environ.get("LOCAL_WORLD_SIZE", size)))
     torch.manual_seed(args.seed)
     log = print if rank == 0 else (lambda *a, **k: None)
-    if SS is None and rank == 0:
-        print("note: `ss` not found (Debian: apt-get install iproute2): the bytes sent cannot "
-              "be measured; they and the compression ratio are reported as null",
-              file=sys.stderr, flush=True)
+    if rank == 0:
+        note_without_ss()
     corpus = text_lm.load_corpus(args.text_dir)
     net = text_lm.make_model(args.model)
     optimizer = text_lm.make_optimizer(net, args)
@@ -114,34 +112,17 @@ def main(argv=None) -> int:
     sent, engine_sent = average(
         [float(sent1 - sent0) if measured else 0.0, float(engine1 - engine0)], size)
     ring = 2 * (size - 1) / size * grad_bytes * args.steps
-    val = curve[-1]["val_loss"]
-    summary = {
-        "val_loss": val,
-        "perplexity": round(math.exp(val), 4),
-        "model": args.model,
-        "parameters": params,
-        "compression_ratio": round(ring / sent, 2) if measured and sent else None,
-        "mb_sent_per_rank": round(sent / 1e6, 3) if measured else None,
-        "ring_mb_per_rank": round(ring / 1e6, 3),
-        "engine_mb_sent_per_rank": round(engine_sent / 1e6, 3) if args.hook == "threelc"
-        else None,
-        "api": "ddp",
-        "hook": args.hook,
-        "optimizer": args.optimizer,
-        "powersgd_rank": args.powersgd_rank if args.hook == "powersgd" else None,
-        "bucket_cap_mb": args.bucket_cap_mb,
-        "ranks": size,
-        "steps": args.steps,
-        "batch_size": args.batch_size,
-        "lr": args.lr,
-        "warmup": args.warmup,
-        "clip": args.clip,
-        "seed": args.seed,
-        "curve": curve,
-        "seconds": round(time.perf_counter() - start, 2),
-        "train_seconds": round(train_seconds, 2),
-        "median_step_seconds": round(float(np.median(step_seconds)), 5),
-    }
+    timing = {"seconds": time.perf_counter() - start, "train_seconds": train_seconds,
+              "median_step_seconds": float(np.median(step_seconds))}
+    summary = {**text_lm.summary(args, curve, params, size, timing),
+               "api": "ddp", "hook": args.hook,
+               "powersgd_rank": args.powersgd_rank if args.hook == "powersgd" else None,
+               "bucket_cap_mb": args.bucket_cap_mb,
+               "compression_ratio": round(ring / sent, 2) if measured and sent else None,
+               "mb_sent_per_rank": round(sent / 1e6, 3) if measured else None,
+               "ring_mb_per_rank": round(ring / 1e6, 3),
+               "engine_mb_sent_per_rank": round(engine_sent / 1e6, 3)
+               if args.hook == "threelc" else None}
     log(json.dumps(summary), flush=True)
     dist.barrier()
     exit_without_teardown()
