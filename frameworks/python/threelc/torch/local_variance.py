@@ -74,11 +74,15 @@ class LocalVarianceAdamW(torch.optim.Optimizer):
         return self.__dict__["param_groups"]
 
     def _group_of(self, p: torch.Tensor) -> dict:
-        for group in self._groups():
-            if any(q is p for q in group["params"]):
-                return group
-        raise ValueError("precondition_gradient: the tensor is not a parameter of this "
-                         "optimizer")
+        """p's group, from an index of the groups (made again when a group was added)."""
+        index = self.__dict__.get("_group_index")
+        if index is None or id(p) not in index:
+            index = self._group_index = {id(q): group for group in self._groups()
+                                         for q in group["params"]}
+        if id(p) not in index:
+            raise ValueError("precondition_gradient: the tensor is not a parameter of this "
+                             "optimizer")
+        return index[id(p)]
 
     def clip_to(self, gradients) -> None:
         """Sets this backward pass's clip factor from this rank's `gradients` (all of them):
