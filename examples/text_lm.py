@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import time
 from pathlib import Path
 from typing import Callable, List, NamedTuple
 
@@ -222,11 +223,14 @@ def train(model, optimizer, schedule, corpus: Corpus, args, rank: int, size: int
           step_fn: Callable, validate: Callable, log: Callable) -> List[dict]:
     """The training loop both APIs share: `step_fn(loss)` runs backward, averaging, clipping
     and the optimizer step; `validate()` returns the validation loss (the same on every rank).
-    Returns the validation curve [{"step", "val_loss"}]. Raises SystemExit naming the step
-    where the loss stops being finite."""
+    Returns the validation curve [{"step", "val_loss", "seconds"}], seconds being the training
+    time so far (validations left out). Raises SystemExit naming the step where the loss stops
+    being finite."""
     curve = []
     loss_sum, since = 0.0, 0
+    trained = 0.0
     for step in range(args.steps):
+        began = time.perf_counter()
         inputs, targets = batch(corpus, args, step, rank, size)
         optimizer.zero_grad()
         loss = step_loss(model, inputs, targets)
@@ -236,6 +240,7 @@ def train(model, optimizer, schedule, corpus: Corpus, args, rank: int, size: int
         if not math.isfinite(value):
             raise SystemExit(f"rank {rank}: loss is {value} at step {step + 1}: training "
                              f"diverged")
+        trained += time.perf_counter() - began
         loss_sum, since = loss_sum + value, since + 1
         done = step + 1
         if done % args.log_every == 0:
@@ -244,9 +249,9 @@ def train(model, optimizer, schedule, corpus: Corpus, args, rank: int, size: int
             loss_sum, since = 0.0, 0
         if done % args.eval_every == 0 or done == args.steps:
             val = validate()
-            curve.append({"step": done, "val_loss": round(val, 5)})
-            log(f"step {done}: validation loss {val:.4f} (perplexity {math.exp(val):.3f})",
-                flush=True)
+            curve.append({"step": done, "val_loss": round(val, 5), "seconds": round(trained, 2)})
+            log(f"step {done}: validation loss {val:.4f} (perplexity {math.exp(val):.3f}), "
+                f"{trained:.1f} s of training", flush=True)
     return curve
 
 

@@ -60,6 +60,8 @@ def check_common(summary: dict, stdout: str) -> None:
     assert summary["ranks"] == 2 and summary["steps"] == 12, summary
     assert [p["step"] for p in summary["curve"]] == [6, 12], summary
     assert summary["val_loss"] == summary["curve"][-1]["val_loss"], summary
+    seconds = [p["seconds"] for p in summary["curve"]]  # training time, validations left out
+    assert 0 < seconds[0] < seconds[1] <= summary["train_seconds"], summary
     assert summary["val_loss"] < UNIFORM_LOSS - 0.5, summary
     assert summary["perplexity"] == pytest.approx(math.exp(summary["val_loss"]), rel=1e-3)
     assert summary["parameters"] == 1853568 and summary["model"] == "small", summary

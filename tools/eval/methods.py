@@ -1,9 +1,11 @@
 """The training methods tools/eval/evaluate compares, and how each one's job is started.
 
 Every method trains the same model on the same data, shards, seeds and schedule: the Horovod
-API methods run examples/train_fashion_mnist.py under threelcrun (the engine), the DDP ones
-examples/train_fashion_mnist_ddp.py with torch's DistributedDataParallel over gloo and one
-communication hook. "DDP" (no hook) is the baseline every ratio is taken against.
+API methods run examples/train_fashion_mnist.py (the Fashion-MNIST models) or
+examples/train_transformer.py (the GPT-2 language models) under threelcrun (the engine), the
+DDP ones examples/train_fashion_mnist_ddp.py or examples/train_transformer_ddp.py with torch's
+DistributedDataParallel over gloo and one communication hook. "DDP" (no hook) is the baseline
+every ratio is taken against.
 """
 
 import shlex
@@ -11,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-TRAIN = REPO / "examples" / "train_fashion_mnist.py"
-TRAIN_DDP = REPO / "examples" / "train_fashion_mnist_ddp.py"
+EXAMPLES = REPO / "examples"
+# The language models evaluate can train (its model name -> examples/text_lm.py's size); every
+# other model is one of examples/fashion_mnist.py's.
+LANGUAGE_MODELS = {"gpt2-small": "small", "gpt2-large": "large"}
 BASELINE = "DDP"
 
 
@@ -60,19 +64,31 @@ def by_label(labels):
     return tuple(m for m in METHODS if m.label in wanted)
 
 
+def is_language_model(model):
+    """Whether `model` is one of LANGUAGE_MODELS (its quality a validation loss, lower is
+    better) rather than a Fashion-MNIST classifier (a test accuracy)."""
+    return model in LANGUAGE_MODELS
+
+
+def example(method, model):
+    """The example script that trains `model` through `method`'s API."""
+    workload = "transformer" if is_language_model(model) else "fashion_mnist"
+    return EXAMPLES / f"train_{workload}{'_ddp' if method.api == 'ddp' else ''}.py"
+
+
 def command(method, python, model, common):
     """The emulated cluster's job for `method`: argv run on every host by threelcrun."""
     lr = method.lr.get(model)
-    arguments = [*method.arguments, "--model", model, *common,
+    arguments = [*method.arguments, "--model", LANGUAGE_MODELS.get(model, model), *common,
                  *(["--lr", str(lr)] if lr is not None else [])]
     if method.api == "horovod":
-        return [python, str(TRAIN), *arguments]
+        return [python, str(example(method, model)), *arguments]
     # DDP takes torch's rendezvous variables from the ones threelcrun sets; the coordinator's
     # port + 1 is free (the engine, started by the threelc hook only, listens on the port).
     ddp = ("RANK=$THREELC_RANK WORLD_SIZE=$THREELC_SIZE LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 "
            "MASTER_ADDR=${THREELC_COORDINATOR%:*} "
            "MASTER_PORT=$((${THREELC_COORDINATOR##*:} + 1)) "
-           f"exec {shlex.quote(python)} {shlex.quote(str(TRAIN_DDP))} "
+           f"exec {shlex.quote(python)} {shlex.quote(str(example(method, model)))} "
            + " ".join(shlex.quote(a) for a in arguments))
     return ["sh", "-c", ddp]
 

@@ -97,8 +97,36 @@ def label_order(label):
 
 
 def target_for(targets, model):
-    """The accuracy to reach for `model`: targets is a float or {model: float}."""
-    return targets.get(model) if isinstance(targets, dict) else targets
+    """What `model` must reach: targets["loss"] (a language model's validation loss) or
+    targets["accuracy"] (a classifier's test accuracy), each a float or {model: float}."""
+    chosen = targets["loss" if methods.is_language_model(model) else "accuracy"]
+    return chosen.get(model) if isinstance(chosen, dict) else chosen
+
+
+def settings_targets(settings):
+    """The targets of an evaluate invocation's settings (target_for's argument)."""
+    return {"accuracy": settings.get("target_accuracy", 0.85),
+            "loss": settings.get("target_loss", {})}
+
+
+def quality(point):
+    """An "epoch" point's measure of the model: its validation loss (a language model) or its
+    test accuracy."""
+    return point["val_loss"] if "val_loss" in point else point["accuracy"]
+
+
+def quality_text(point):
+    return (f"val loss {point['val_loss']:.4f}" if "val_loss" in point
+            else f"acc {point['accuracy']:.4f}")
+
+
+def reached(model, point, target):
+    """Whether the point is at the target: a loss at or below it, an accuracy at or above."""
+    if target is None:
+        return False
+    if methods.is_language_model(model):
+        return point["val_loss"] <= target
+    return point["accuracy"] >= target
 
 
 def step_seconds(record):
@@ -113,8 +141,8 @@ def step_seconds(record):
 
 
 def training_rows(records, targets):
-    """(model, rate, label) -> medians of seconds per step, bytes per step, final accuracy and
-    seconds to the model's target accuracy."""
+    """(model, rate, label) -> medians of seconds per step, bytes per step, final quality
+    (test accuracy or validation loss) and seconds to the model's target."""
     groups = defaultdict(list)
     for r in records:
         groups[(r.get("model", "cnn"), r["rate"], r["label"])].append(r)
@@ -123,13 +151,13 @@ def training_rows(records, targets):
         target = target_for(targets, key[0])
         per_step = [step_seconds(r) for r in rs if step_seconds(r)]
         sent = [b for b in (methods.bytes_per_step(r["summary"]) for r in rs) if b]
-        final = [r["epochs"][-1]["accuracy"] for r in rs if r["epochs"]]
+        final = [quality(r["epochs"][-1]) for r in rs if r["epochs"]]
         to_target = []
         for r in rs:
             elapsed = 0.0
             for e in r["epochs"]:
                 elapsed += e["seconds"]
-                if target is not None and e["accuracy"] >= target:
+                if reached(key[0], e, target):
                     to_target.append(elapsed)
                     break
         rows[key] = {
@@ -157,11 +185,14 @@ def training_tables(rows, targets):
     for model, rate in model_rates(rows):
         base = rows.get((model, rate, methods.BASELINE), {})
         target = target_for(targets, model)
+        final = (f"final validation loss (% vs {methods.BASELINE})"
+                 if methods.is_language_model(model)
+                 else f"final test accuracy (pp vs {methods.BASELINE})")
         lines += [f"### Training {model} at {rate}", "",
                   f"Ratios are {methods.BASELINE}'s median over the method's (above 1: faster, "
                   "fewer bytes).", "",
                   f"| method | s per step, median (x {methods.BASELINE}) | MB sent per step per rank "
-                  f"(x fewer) | final test accuracy (pp vs {methods.BASELINE}) | s to {target:g} "
+                  f"(x fewer) | {final} | s to {target:g} "
                   f"(x {methods.BASELINE}; runs that reached it) | runs |",
                   "| --- | --- | --- | --- | --- | --- |"]
         for label in methods.LABELS:
@@ -171,8 +202,8 @@ def training_tables(rows, targets):
             sent = (f"{row['bytes_per_step'] / 1e6:.3f}"
                     f"{times(base.get('bytes_per_step'), row['bytes_per_step'])}"
                     if row["bytes_per_step"] else "-")
-            gap = (f" ({(row['final'] - base['final']) * 100:+.2f})"
-                   if base.get("final") is not None else "")
+            gap = quality_gap(model, row, base)
+            gap = f" ({gap:+.2f})" if gap is not None else ""
             to_target = (f"{row['to_target']:.1f}{times(base.get('to_target'), row['to_target'])}"
                          if row["to_target"] is not None else "not reached")
             lines.append(f"| {label} | {row['per_step']:.3f}"
@@ -184,17 +215,31 @@ def training_tables(rows, targets):
 
 
 ACCURACY_BOUND_PP = 0.3  # 3LC keeps accuracy when its final accuracy is at most this below DDP's
+LOSS_BOUND_PERCENT = 1.0  # ... and a language model's quality at most this % above DDP's loss
 STEP_RATIO_BOUND = 0.97  # on fast links: DDP's step over the method's at least this
 SLOW_RATES = ("100mbit", "1gbit")  # where 3LC must reach the target first
 FAST_RATES = ("10gbit", LOOPBACK)  # where it must not slow the step down
 
 
-def accuracy_gap(row, base):
-    """The row's final accuracy minus DDP's, in percentage points (None where either is
-    missing)."""
+def quality_gap(model, row, base):
+    """The row's final quality against DDP's: accuracy minus DDP's in percentage points, or a
+    validation loss above DDP's in % of it (None where either is missing)."""
     if row.get("final") is None or base.get("final") is None:
         return None
+    if methods.is_language_model(model):
+        return (row["final"] - base["final"]) / base["final"] * 100
     return (row["final"] - base["final"]) * 100
+
+
+def gap_text(model, gap):
+    return f"{gap:+.2f} % loss" if methods.is_language_model(model) else f"{gap:+.2f} pp"
+
+
+def keeps_quality(model, gap):
+    """Whether a quality_gap is within the bound (ACCURACY_BOUND_PP, LOSS_BOUND_PERCENT)."""
+    if methods.is_language_model(model):
+        return gap <= LOSS_BOUND_PERCENT
+    return gap >= -ACCURACY_BOUND_PP
 
 
 def fastest_to_target(rows, model, rate, labels):
@@ -210,9 +255,11 @@ def training_target_lines(rows):
     """The verdicts of the training targets: time to target against the fastest peer on slow
     links, the step against DDP's on fast ones."""
     lines = ["### Training targets", "",
-             f"On {' and '.join(SLOW_RATES)}: 3LC reaches the target accuracy no later than the "
-             f"fastest peer ({', '.join(methods.PEERS)}), whatever that peer's final accuracy, "
-             f"and ends at most {ACCURACY_BOUND_PP} pp below {methods.BASELINE}. On "
+             f"On {' and '.join(SLOW_RATES)}: 3LC reaches the target no later than the "
+             f"fastest peer ({', '.join(methods.PEERS)}), whatever that peer's final quality, "
+             f"and ends at most {ACCURACY_BOUND_PP} pp of test accuracy below "
+             f"{methods.BASELINE} (a language model: at most {LOSS_BOUND_PERCENT:g} % above its "
+             f"validation loss). On "
              f"{' and '.join(FAST_RATES)}: 3LC and uncompressed threelc take at most "
              f"1/{STEP_RATIO_BOUND} of {methods.BASELINE}'s step.", ""]
     for model, rate in model_rates(rows):
@@ -223,17 +270,18 @@ def training_target_lines(rows):
                 row = rows.get((model, rate, label))
                 if row is None:
                     continue
-                gap = accuracy_gap(row, base)
+                gap = quality_gap(model, row, base)
                 if row["to_target"] is None or peer_row is None or gap is None:
                     missing = label if row["to_target"] is None else (
                         "any peer" if peer_row is None else methods.BASELINE)
                     lines.append(f"- {model} {rate} {label}: not decided ({missing} did not "
                                  "reach the target or did not run)")
                     continue
-                met = row["to_target"] <= peer_row["to_target"] and gap >= -ACCURACY_BOUND_PP
+                met = row["to_target"] <= peer_row["to_target"] and keeps_quality(model, gap)
                 lines.append(f"- {model} {rate} {label}: {row['to_target']:.1f} s to target "
-                             f"against {peer_row['to_target']:.1f} s ({peer}), {gap:+.2f} pp vs "
-                             f"{methods.BASELINE}: {'met' if met else 'NOT met'}")
+                             f"against {peer_row['to_target']:.1f} s ({peer}), "
+                             f"{gap_text(model, gap)} vs {methods.BASELINE}: "
+                             f"{'met' if met else 'NOT met'}")
         elif rate in FAST_RATES:
             for label in (*methods.THREELC_3LC, methods.UNCOMPRESSED_THREELC):
                 row = rows.get((model, rate, label))
@@ -248,30 +296,33 @@ def training_target_lines(rows):
 def choice_table(rows):
     """Per model and rate: the method that reached the target first, the fastest peer, and
     3LC, each as seconds to target, a ratio to DDP's and the final accuracy against DDP's."""
-    lines = ["### Fastest to the target accuracy", "",
-             f"Seconds to the target (x {methods.BASELINE}'s), and the final accuracy against "
-             f"{methods.BASELINE}'s in pp.", "",
+    lines = ["### Fastest to the target", "",
+             f"Seconds to the target (x {methods.BASELINE}'s), and the final quality against "
+             f"{methods.BASELINE}'s: test accuracy in pp, a language model's validation loss in "
+             "%.", "",
              "| model | rate | fastest | fastest peer | threelc 3LC | threelc 3LC hook |",
              "| --- | --- | --- | --- | --- | --- |"]
 
-    def cell(label, row, base):
-        """"label: seconds (x DDP), gap pp"; without a label, the figures alone."""
+    def cell(model, label, row, base):
+        """"label: seconds (x DDP), gap"; without a label, the figures alone."""
         named = f"{label}: " if label else ""
         if row is None:
             return "-"
-        gap = accuracy_gap(row, base)
-        gap_text = f", {gap:+.2f} pp" if gap is not None else ""
+        gap = quality_gap(model, row, base)
+        gap = f", {gap_text(model, gap)}" if gap is not None else ""
         if row["to_target"] is None:
-            return f"{named}not reached{gap_text}"
+            return f"{named}not reached{gap}"
         return (f"{named}{row['to_target']:.1f} s"
-                f"{times(base.get('to_target'), row['to_target'])}{gap_text}")
+                f"{times(base.get('to_target'), row['to_target'])}{gap}")
 
     for model, rate in model_rates(rows):
         base = rows.get((model, rate, methods.BASELINE), {})
         best = fastest_to_target(rows, model, rate, methods.LABELS)
         peer = fastest_to_target(rows, model, rate, methods.PEERS)
-        ours = [cell(None, rows.get((model, rate, label)), base) for label in methods.THREELC_3LC]
-        lines.append(f"| {model} | {rate} | {cell(*best, base)} | {cell(*peer, base)} | "
+        ours = [cell(model, None, rows.get((model, rate, label)), base)
+                for label in methods.THREELC_3LC]
+        lines.append(f"| {model} | {rate} | {cell(model, *best, base)} | "
+                     f"{cell(model, *peer, base)} | "
                      + " | ".join(ours) + " |")
     return lines + [""]
 
@@ -328,6 +379,7 @@ def plots(out, medians, training, targets):
 
     for model in sorted({r.get("model", "cnn") for r in training}):
         runs_of_model = [r for r in training if r.get("model", "cnn") == model]
+        measure = "validation loss" if methods.is_language_model(model) else "test accuracy"
         rates = sorted({r["rate"] for r in runs_of_model}, key=rate_bits)
         fig, axes = plt.subplots(1, len(rates), figsize=(max(6.4, 4.8 * len(rates)), 4.4),
                                  squeeze=False)
@@ -339,7 +391,7 @@ def plots(out, medians, training, targets):
                     for e in r["epochs"]:
                         elapsed += e["seconds"]
                         xs.append(elapsed)
-                        ys.append(e["accuracy"])
+                        ys.append(quality(e))
                     ax.plot(xs, ys, marker="o", alpha=0.8, color=color_of(label),
                             label=label if i == 0 else None)
             target = target_for(targets, model)
@@ -348,13 +400,16 @@ def plots(out, medians, training, targets):
             ax.set_title(f"{rate}")
             ax.set_xscale("log")
             ax.set_xlabel("training wall time (s)")
-            ax.set_ylabel("test accuracy")
+            ax.set_ylabel(measure)
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=7)
-        fig.suptitle(f"{model} on Fashion-MNIST, 4 emulated hosts: test accuracy against wall "
-                     "time", fontsize=10)
+        workload = ("the Python documentation's text" if methods.is_language_model(model)
+                    else "Fashion-MNIST")
+        fig.suptitle(f"{model} on {workload}, 4 emulated hosts: {measure} against wall time",
+                     fontsize=10)
         fig.tight_layout()
-        name = f"accuracy_vs_time_{model}.png"
+        name = (f"{'validation_loss' if methods.is_language_model(model) else 'accuracy'}"
+                f"_vs_time_{model}.png")
         fig.savefig(out / name, dpi=110)
         plt.close(fig)
         made.append(name)
@@ -369,14 +424,15 @@ def color_of(label):
 
 
 SHOWN_SETTINGS = ("quick", "hosts", "rates", "sizes_mb", "rounds", "iters", "training_rounds",
-                  "training_rates", "epochs", "max_steps", "target_accuracy")
+                  "training_rates", "epochs", "max_steps", "validations", "target_accuracy",
+                  "target_loss")
 
 
 def write_report(out):
     out = Path(out)
     allreduce, training = load(out)
     settings = json.loads((out / "settings.json").read_text())
-    targets = settings.get("target_accuracy", 0.85)
+    targets = settings_targets(settings)
     medians = allreduce_medians(allreduce)
     lines = [f"# Evaluation run {settings.get('date')} (commit {settings.get('commit')})", ""]
     for run in [*settings.get("earlier", []), settings]:

@@ -63,3 +63,37 @@ def test_the_choice_table_names_the_fastest_method_and_the_fastest_peer():
     table = report.choice_table(rows)
     assert ("| wide | 100mbit | threelc 3LC: 6.0 s (20.00x), +0.00 pp | DDP fp16: 60.0 s "
             "(2.00x), +0.00 pp | 6.0 s (20.00x), +0.00 pp | - |") in table, table
+
+
+def test_a_language_model_is_held_to_its_validation_loss():
+    """Lower is better: 3LC must end at most 1 % above DDP's validation loss."""
+    rows = {("gpt2-large", "1gbit", "DDP"): row(2.0, 500.0, 2.200),
+            ("gpt2-large", "1gbit", "DDP fp16"): row(1.2, 330.0, 2.201),
+            ("gpt2-large", "1gbit", "threelc 3LC"): row(0.5, 150.0, 2.211),
+            ("gpt2-large", "1gbit", "threelc 3LC hook"): row(0.5, 140.0, 2.244)}
+    assert verdicts(rows) == [
+        "- gpt2-large 1gbit threelc 3LC: 150.0 s to target against 330.0 s (DDP fp16), "
+        "+0.50 % loss vs DDP: met",
+        "- gpt2-large 1gbit threelc 3LC hook: 140.0 s to target against 330.0 s (DDP fp16), "
+        "+2.00 % loss vs DDP: NOT met"]
+
+
+def test_a_language_model_reaches_its_target_at_the_first_validation_at_or_below_it():
+    def run(label, curve):
+        return {"model": "gpt2-small", "rate": "1gbit", "label": label,
+                "epochs": [{"epoch": i + 1, "val_loss": loss, "seconds": 10.0}
+                           for i, loss in enumerate(curve)],
+                "summary": {"steps": 300, "median_step_seconds": 0.1,
+                            "bytes_sent_per_rank": 3e8}}
+
+    targets = report.settings_targets({"target_accuracy": 0.8,
+                                       "target_loss": {"gpt2-small": 2.4}})
+    rows = report.training_rows([run("DDP", [2.8, 2.5, 2.4, 2.3]),
+                                 run("threelc 3LC", [2.9, 2.6, 2.45, 2.41])], targets)
+    assert rows[("gpt2-small", "1gbit", "DDP")]["to_target"] == 30.0
+    assert rows[("gpt2-small", "1gbit", "DDP")]["final"] == 2.3
+    assert rows[("gpt2-small", "1gbit", "threelc 3LC")]["to_target"] is None
+    table = "\n".join(report.training_tables(rows, targets))
+    assert "final validation loss (% vs DDP)" in table and "s to 2.4" in table, table
+    assert "| threelc 3LC | 0.100 (1.00x) | 1.000 (1.00x) | 2.4100 (+4.78) | not reached " \
+        "(0/1) | 1 |" in table, table
