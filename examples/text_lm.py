@@ -255,6 +255,15 @@ def train(model, optimizer, schedule, corpus: Corpus, args, rank: int, size: int
     return curve
 
 
+def threelc_codec_settings() -> dict:
+    """The 3LC settings a run's bytes and loss depend on (THREELC_SPARSITY, THREELC_SCALE_TILE),
+    for the JSON line of a run that compresses with 3LC."""
+    from threelc.settings import value  # noqa: PLC0415 (only where threelc compresses)
+
+    return {"sparsity": float(value("THREELC_SPARSITY")),
+            "scale_tile": int(value("THREELC_SCALE_TILE"))}
+
+
 def summary(args, curve: List[dict], parameters: int, size: int, timing: dict) -> dict:
     """The fields of the examples' JSON line that both APIs share; `timing` holds seconds,
     train_seconds and median_step_seconds."""

@@ -120,7 +120,8 @@ def main(argv=None) -> int:
     summary = {**text_lm.summary(args, curve, params, size, timing),
                "api": "DistributedOptimizer", "compression": args.compression,
                "compression_ratio": round(raw / sent, 2) if sent else None,
-               "bytes_sent_per_rank": int(sent)}
+               "bytes_sent_per_rank": int(sent),
+               **(text_lm.threelc_codec_settings() if args.compression == "threelc" else {})}
     log(json.dumps(summary), flush=True)
     hvd.shutdown()
     return 0

@@ -122,7 +122,8 @@ def main(argv=None) -> int:
                "mb_sent_per_rank": round(sent / 1e6, 3) if measured else None,
                "ring_mb_per_rank": round(ring / 1e6, 3),
                "engine_mb_sent_per_rank": round(engine_sent / 1e6, 3)
-               if args.hook == "threelc" else None}
+               if args.hook == "threelc" else None,
+               **(text_lm.threelc_codec_settings() if args.hook == "threelc" else {})}
     log(json.dumps(summary), flush=True)
     dist.barrier()
     exit_without_teardown()

@@ -78,8 +78,10 @@ def test_optimizer_example_trains_and_reports(compression):
     assert summary["bytes_sent_per_rank"] > 0, summary
     if compression == "none":
         assert 0.95 < summary["compression_ratio"] < 1.05, summary
+        assert "scale_tile" not in summary, summary
     else:
         assert summary["compression_ratio"] > 15, summary
+        assert summary["sparsity"] == 1.0 and summary["scale_tile"] == 320, summary
 
 
 @needs_text
@@ -129,6 +131,7 @@ def test_ddp_example_trains_and_reports(hook):
     else:
         assert summary["compression_ratio"] > 15, summary
         assert 0 < summary["engine_mb_sent_per_rank"] <= summary["mb_sent_per_rank"], summary
+        assert summary["sparsity"] == 1.0 and summary["scale_tile"] == 320, summary
 
 
 @needs_text
