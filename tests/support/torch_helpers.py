@@ -219,6 +219,9 @@ def ulp(dtype: torch.dtype, magnitude: float) -> float:
 
 # ------------------------------------------------------------------ error-feedback residuals
 
+FEEDBACK = "threelc_error_feedback"  # DistributedOptimizer.state_dict()'s key of the residuals
+
+
 def feedback_residuals(blob) -> dict:
     """{name: float32 residual} of an error-feedback blob (a state_dict's uint8 tensor or
     bytes; layout in docs/WIRE_FORMAT.md, "Error-feedback blob")."""

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import threelc.torch as hvd
-from support.torch_helpers import feedback_residuals, gather_rows, rank, size
+from support.torch_helpers import FEEDBACK, feedback_residuals, gather_rows, rank, size
 
 BETAS, EPS, LR, DECAY = (0.9, 0.95), 1e-8, 0.01, 0.1
 
@@ -126,6 +126,49 @@ def test_threelc_keeps_ranks_bitwise_identical():
         assert not torch.allclose(flat(model), reference_steps(4), rtol=1e-6, atol=1e-7)
 
 
+def test_error_feedback_delivers_the_quotients_every_rank_submitted():
+    """3LC with error feedback on the quotients: over the steps, the averages each rank
+    received, times the ranks, plus every rank's residual, are the sum of the quotients every
+    rank submitted (residuals telescope), so what 3LC defers reaches the optimizer later."""
+    submitted = {}
+
+    class Recording(hvd.LocalVarianceAdamW):
+        def precondition_gradient(self, p, grad):
+            quotient = super().precondition_gradient(p, grad)
+            submitted[p] = submitted.get(p, 0) + quotient.double()
+            return quotient
+
+    model = make_model()
+    names = [(f"lv.ef.{n}", p) for n, p in model.named_parameters()]
+    opt = hvd.DistributedOptimizer(
+        Recording(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=DECAY),
+        named_parameters=names, compression=hvd.Compression.threelc)
+    delivered = {}
+    for step in range(5):
+        opt.zero_grad()
+        loss_of(model, rank(), step).backward()
+        opt.synchronize()
+        for _, p in names:
+            delivered[p] = delivered.get(p, 0) + p.grad.double()
+        with opt.skip_synchronize():
+            opt.step()
+    residuals = feedback_residuals(opt.state_dict()[FEEDBACK])
+    compressed = [(name, p) for name, p in names if f"allreduce.{name}" in residuals]
+    # the weights (1 KiB and more) are compressed, the biases sent raw
+    assert [name for name, _ in compressed] == [f"lv.ef.{i}.weight" for i in (0, 2, 4)] \
+        or size() == 1, residuals.keys()
+    for name, p in names:
+        exact = sum(gather_rows(submitted[p], f"{name}.submitted"))
+        left = (sum(gather_rows(residuals[f"allreduce.{name}"].double().reshape(p.shape),
+                                f"{name}.residual"))
+                if (name, p) in compressed else 0)
+        received = delivered[p] * size()
+        assert torch.allclose(received + left, exact, rtol=0, atol=1e-4 * exact.abs().max()), \
+            (name, (received + left - exact).abs().max())
+        if (name, p) in compressed:  # something was deferred: not trivially exact
+            assert (received - exact).abs().max() > 1e-3 * exact.abs().max(), name
+
+
 @pytest.mark.parametrize("compression", ["none", "threelc"])
 def test_a_checkpoint_resumes_where_it_stopped(compression):
     """2 steps, state_dict(), 2 more steps; a fresh model and optimizer loaded from the
@@ -153,8 +196,8 @@ def test_a_checkpoint_resumes_where_it_stopped(compression):
         for field in ("exp_avg", "local_exp_avg_sq"):
             assert torch.equal(reloaded["state"][key][field], entry[field]), (key, field)
     if compression == "threelc":
-        before = feedback_residuals(saved["threelc_error_feedback"])
-        after = feedback_residuals(reloaded["threelc_error_feedback"])
+        before = feedback_residuals(saved[FEEDBACK])
+        after = feedback_residuals(reloaded[FEEDBACK])
         assert before.keys() == after.keys() and before
         assert all(torch.equal(before[k], after[k]) for k in before)
     train(resumed, opt2, 2, start=2)

@@ -17,10 +17,9 @@ import threelc.torch as hvd
 from support.mixed_precision import (assert_only_the_overflow_step_was_skipped, bits, flat,
                                      require_cpu_grad_scaler, small_net,
                                      train_under_a_grad_scaler, train_under_bf16_autocast)
-from support.torch_helpers import (X, assert_averages_within_3lc_bounds, dtype_id,
+from support.torch_helpers import (FEEDBACK, X, assert_averages_within_3lc_bounds, dtype_id,
                                    feedback_residuals, gather_rows, ints, rank, size)
 
-FEEDBACK = "threelc_error_feedback"  # DistributedOptimizer.state_dict()'s key of the residuals
 COUNT = 4096  # gradient elements: 8 KiB in 16 bits, so 3LC compresses them
 
 

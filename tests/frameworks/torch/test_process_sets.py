@@ -18,7 +18,7 @@ import torch
 
 import threelc.engine as engine
 import threelc.torch as hvd
-from support.torch_helpers import (assert_same, catch, dtype_id, feedback_residuals, ints,
+from support.torch_helpers import (FEEDBACK, assert_same, catch, dtype_id, feedback_residuals, ints,
                                    op_data, op_id, rank, reduce_reference, rows_of, size)
 
 pytestmark = pytest.mark.usefixtures("multi_rank")  # one rank: no two disjoint sets
@@ -311,7 +311,7 @@ def test_distributed_optimizer_residuals_are_the_sets(sets, names, salt):
     x = torch.randn(4, 32, generator=torch.Generator().manual_seed(salt + rank()))
     model(x).square().sum().backward()
     opt.step()
-    residuals = feedback_residuals(opt.state_dict()["threelc_error_feedback"])
+    residuals = feedback_residuals(opt.state_dict()[FEEDBACK])
     prefix = f"process_set.{mine.process_set_id}/allreduce."
     assert all(n.startswith(prefix) for n in residuals), sorted(residuals)
     if mine.size() > 1:  # one rank alone quantizes nothing
