@@ -28,6 +28,7 @@ class Method:
     needs_torch2: bool = False    # not offered by torch 1.13 over gloo
     lr: dict = field(default_factory=dict)  # model -> learning rate, where not the model's best
     peer: bool = False            # what a user would pick without threelc's 3LC
+    language_only: bool = False   # an option of examples/train_transformer*.py only
 
 
 # One bucket for PowerSGD: torch 1.13's PowerSGD over gloo fails with several
@@ -37,6 +38,9 @@ _POWERSGD = ("--hook", "powersgd", "--bucket-cap-mb", "1000", "--powersgd-rank")
 METHODS = (
     Method("threelc 3LC", "horovod", ("--compression", "threelc")),
     Method("threelc 3LC hook", "ddp", ("--hook", "threelc")),
+    Method("threelc 3LC LVA", "horovod",  # 3LC with threelc.torch's LocalVarianceAdamW
+           ("--compression", "threelc", "--optimizer", "local-variance-adamw"),
+           language_only=True),
     Method("threelc fp16", "horovod", ("--compression", "fp16"), peer=True),  # Horovod's fp16
     Method("threelc none", "horovod", ("--compression", "none")),
     Method(BASELINE, "ddp", ("--hook", "none"), peer=True),
@@ -45,10 +49,12 @@ METHODS = (
     Method("DDP PowerSGD r1", "ddp", (*_POWERSGD, "1"), peer=True),
     Method("DDP PowerSGD r2", "ddp", (*_POWERSGD, "2"), peer=True),
     Method("DDP PowerSGD r4", "ddp", (*_POWERSGD, "4"), peer=True),
+    Method("DDP PowerSGD r8", "ddp", (*_POWERSGD, "8"), peer=True),
 )
 LABELS = tuple(m.label for m in METHODS)
 PEERS = tuple(m.label for m in METHODS if m.peer)
-THREELC_3LC = ("threelc 3LC", "threelc 3LC hook")  # the methods the targets are about
+# The methods the targets are about.
+THREELC_3LC = ("threelc 3LC", "threelc 3LC hook", "threelc 3LC LVA")
 UNCOMPRESSED_THREELC = "threelc none"
 
 

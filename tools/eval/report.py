@@ -152,22 +152,51 @@ def training_rows(records, targets):
         per_step = [step_seconds(r) for r in rs if step_seconds(r)]
         sent = [b for b in (methods.bytes_per_step(r["summary"]) for r in rs) if b]
         final = [quality(r["epochs"][-1]) for r in rs if r["epochs"]]
-        to_target = []
+        to_target, steps_to_target = [], []
         for r in rs:
             elapsed = 0.0
             for e in r["epochs"]:
                 elapsed += e["seconds"]
                 if reached(key[0], e, target):
                     to_target.append(elapsed)
+                    if "step" in e:
+                        steps_to_target.append(e["step"])
                     break
+        everyone = len(to_target) == len(rs)
         rows[key] = {
             "per_step": statistics.median(per_step) if per_step else None,
             "bytes_per_step": statistics.median(sent) if sent else None,
             "final": statistics.median(final) if final else None,
-            "to_target": statistics.median(to_target) if len(to_target) == len(rs) else None,
+            "to_target": statistics.median(to_target) if everyone else None,
+            "steps": max(r["summary"].get("steps") or 0 for r in rs),
+            "steps_to_target": (statistics.median(steps_to_target)
+                                if everyone and len(steps_to_target) == len(rs) else None),
             "reached": f"{len(to_target)}/{len(rs)}", "n": len(rs),
         }
+    project_timing_runs(rows)
     return rows
+
+
+def project_timing_runs(rows):
+    """Complete a timing run: a method's short run at one rate, which measured the step there,
+    beside its full run at another rate. The validation curve and the bytes per step do not
+    depend on the link, so the timing run takes the full run's bytes, final quality and, where
+    the full run reached the target after steps_to_target steps, a time to target of
+    steps_to_target x its own median step. Such a row gets "projected_from": the full run's
+    rate."""
+    for (model, rate, label), row in rows.items():
+        if row["per_step"] is None:
+            continue
+        full = [(other, full_row) for (m, other, lab), full_row in rows.items()
+                if (m, lab) == (model, label) and other != rate
+                and full_row["steps"] > row["steps"] and "projected_from" not in full_row]
+        if not full:
+            continue
+        other, full_row = max(full, key=lambda item: item[1]["steps"])
+        reached = full_row["steps_to_target"] is not None
+        row.update(to_target=full_row["steps_to_target"] * row["per_step"] if reached else None,
+                   final=full_row["final"], bytes_per_step=full_row["bytes_per_step"],
+                   projected_from=other, reached="projected" if reached else "0/1")
 
 
 def model_rates(rows):
@@ -206,6 +235,10 @@ def training_tables(rows, targets):
             gap = f" ({gap:+.2f})" if gap is not None else ""
             to_target = (f"{row['to_target']:.1f}{times(base.get('to_target'), row['to_target'])}"
                          if row["to_target"] is not None else "not reached")
+            if "projected_from" in row:
+                to_target += (f", steps of the {row['projected_from']} run x this step"
+                               if row["to_target"] is not None
+                               else f" in the {row['projected_from']} run")
             lines.append(f"| {label} | {row['per_step']:.3f}"
                          f"{times(base.get('per_step'), row['per_step'])} | {sent} | "
                          f"{row['final']:.4f}{gap} | {to_target} ({row['reached']}) | "
@@ -296,12 +329,13 @@ def training_target_lines(rows):
 def choice_table(rows):
     """Per model and rate: the method that reached the target first, the fastest peer, and
     3LC, each as seconds to target, a ratio to DDP's and the final accuracy against DDP's."""
+    ours = [label for label in methods.THREELC_3LC if any(key[2] == label for key in rows)]
     lines = ["### Fastest to the target", "",
              f"Seconds to the target (x {methods.BASELINE}'s), and the final quality against "
              f"{methods.BASELINE}'s: test accuracy in pp, a language model's validation loss in "
              "%.", "",
-             "| model | rate | fastest | fastest peer | threelc 3LC | threelc 3LC hook |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| model | rate | fastest | fastest peer | " + " | ".join(ours) + " |",
+             "| --- | --- | --- | --- | " + " | ".join("---" for _ in ours) + " |"]
 
     def cell(model, label, row, base):
         """"label: seconds (x DDP), gap"; without a label, the figures alone."""
@@ -312,18 +346,17 @@ def choice_table(rows):
         gap = f", {gap_text(model, gap)}" if gap is not None else ""
         if row["to_target"] is None:
             return f"{named}not reached{gap}"
-        return (f"{named}{row['to_target']:.1f} s"
+        projected = " (projected)" if "projected_from" in row else ""
+        return (f"{named}{row['to_target']:.1f} s{projected}"
                 f"{times(base.get('to_target'), row['to_target'])}{gap}")
 
     for model, rate in model_rates(rows):
         base = rows.get((model, rate, methods.BASELINE), {})
         best = fastest_to_target(rows, model, rate, methods.LABELS)
         peer = fastest_to_target(rows, model, rate, methods.PEERS)
-        ours = [cell(model, None, rows.get((model, rate, label)), base)
-                for label in methods.THREELC_3LC]
+        cells = [cell(model, None, rows.get((model, rate, label)), base) for label in ours]
         lines.append(f"| {model} | {rate} | {cell(model, *best, base)} | "
-                     f"{cell(model, *peer, base)} | "
-                     + " | ".join(ours) + " |")
+                     f"{cell(model, *peer, base)} | " + " | ".join(cells) + " |")
     return lines + [""]
 
 
@@ -380,6 +413,9 @@ def plots(out, medians, training, targets):
     for model in sorted({r.get("model", "cnn") for r in training}):
         runs_of_model = [r for r in training if r.get("model", "cnn") == model]
         measure = "validation loss" if methods.is_language_model(model) else "test accuracy"
+        runs_of_model = [r for r in runs_of_model if len(r["epochs"]) > 1]  # curves only:
+        if not runs_of_model:  # a timing run has a single point
+            continue
         rates = sorted({r["rate"] for r in runs_of_model}, key=rate_bits)
         fig, axes = plt.subplots(1, len(rates), figsize=(max(6.4, 4.8 * len(rates)), 4.4),
                                  squeeze=False)
@@ -416,11 +452,15 @@ def plots(out, medians, training, targets):
     return made
 
 
+COLORS = {"threelc 3LC": "tab:blue", "threelc 3LC hook": "tab:cyan",
+          "threelc 3LC LVA": "navy", "threelc fp16": "tab:purple", "threelc none": "tab:orange",
+          "DDP": "black", "DDP fp16": "tab:olive", "DDP bf16": "tab:brown",
+          "DDP PowerSGD r1": "tab:red", "DDP PowerSGD r2": "tab:pink",
+          "DDP PowerSGD r4": "tab:green", "DDP PowerSGD r8": "darkgreen"}
+
+
 def color_of(label):
-    colors = ("tab:blue", "tab:cyan", "tab:purple", "tab:orange", "black", "tab:olive",
-              "tab:brown", "tab:red", "tab:pink", "tab:green")
-    return colors[methods.LABELS.index(label) % len(colors)] if label in methods.LABELS \
-        else "tab:grey"
+    return COLORS.get(label, "tab:grey")
 
 
 SHOWN_SETTINGS = ("quick", "hosts", "rates", "sizes_mb", "rounds", "iters", "training_rounds",

@@ -59,8 +59,12 @@ def test_a_method_that_did_not_reach_the_target_leaves_the_verdict_open():
 def test_the_choice_table_names_the_fastest_method_and_the_fastest_peer():
     rows = {("wide", "100mbit", "DDP"): row(6.0, 120.0, 0.80),
             ("wide", "100mbit", "DDP fp16"): row(3.0, 60.0, 0.80),
-            ("wide", "100mbit", "threelc 3LC"): row(0.3, 6.0, 0.80)}
+            ("wide", "100mbit", "threelc 3LC"): row(0.3, 6.0, 0.80),
+            ("cnn", "100mbit", "DDP"): row(6.0, 120.0, 0.80),
+            ("cnn", "100mbit", "threelc 3LC hook"): row(0.3, 8.0, 0.79)}
     table = report.choice_table(rows)
+    # A column for each of threelc's 3LC methods that ran, "-" where it did not run.
+    assert "| model | rate | fastest | fastest peer | threelc 3LC | threelc 3LC hook |" in table
     assert ("| wide | 100mbit | threelc 3LC: 6.0 s (20.00x), +0.00 pp | DDP fp16: 60.0 s "
             "(2.00x), +0.00 pp | 6.0 s (20.00x), +0.00 pp | - |") in table, table
 
@@ -97,3 +101,35 @@ def test_a_language_model_reaches_its_target_at_the_first_validation_at_or_below
     assert "final validation loss (% vs DDP)" in table and "s to 2.4" in table, table
     assert "| threelc 3LC | 0.100 (1.00x) | 1.000 (1.00x) | 2.4100 (+4.78) | not reached " \
         "(0/1) | 1 |" in table, table
+
+
+def test_a_short_timing_run_takes_the_steps_to_target_of_the_full_run_at_another_rate():
+    """A 30-step run at 100mbit measures the step there; the 300-step run at 1gbit reached the
+    target at step 150: the 100mbit time to target is 150 steps x the 100mbit step."""
+    def run(rate, curve, steps, step_seconds):
+        every = steps // len(curve)
+        return {"model": "gpt2-large", "rate": rate, "label": "DDP",
+                "epochs": [{"epoch": i + 1, "step": (i + 1) * every, "val_loss": loss,
+                            "seconds": every * step_seconds} for i, loss in enumerate(curve)],
+                "summary": {"steps": steps, "median_step_seconds": step_seconds,
+                            "mb_sent_per_rank": steps * 60.0}}
+
+    targets = report.settings_targets({"target_loss": {"gpt2-large": 2.2}})
+    rows = report.training_rows([run("1gbit", [3.0, 2.5, 2.2, 2.1, 2.05, 2.0], 300, 1.0),
+                                 run("100mbit", [3.5], 30, 5.0)], targets)
+    full, short = rows[("gpt2-large", "1gbit", "DDP")], rows[("gpt2-large", "100mbit", "DDP")]
+    assert full["to_target"] == 150.0 and full["steps_to_target"] == 150
+    assert short["to_target"] == 750.0 and short["final"] == 2.0
+    assert short["projected_from"] == "1gbit" and "projected_from" not in full
+    table = "\n".join(report.training_tables(rows, targets))
+    assert "750.0 (1.00x), steps of the 1gbit run x this step (projected)" in table, table
+    # A full run that never reached the target: its timing run keeps "not reached" and takes
+    # its final loss and bytes, not the short run's.
+    rows = report.training_rows([run("1gbit", [3.0, 2.5, 2.3], 300, 1.0),
+                                 run("100mbit", [3.5], 30, 5.0)], targets)
+    short = rows[("gpt2-large", "100mbit", "DDP")]
+    assert short["to_target"] is None and short["final"] == 2.3
+    assert short["bytes_per_step"] == 60e6 and short["projected_from"] == "1gbit"
+    # A rate with no full run anywhere stays "not reached".
+    alone = report.training_rows([run("100mbit", [3.5], 30, 5.0)], targets)
+    assert alone[("gpt2-large", "100mbit", "DDP")]["to_target"] is None
