@@ -183,9 +183,9 @@ def project_timing_runs(rows):
     depend on the link, so the timing run takes the full run's bytes, final quality and, where
     the full run reached the target after steps_to_target steps, a time to target of
     steps_to_target x its own median step. Such a row gets "projected_from": the full run's
-    rate."""
+    rate. Language models only: a classifier's "epochs" do not name their steps."""
     for (model, rate, label), row in rows.items():
-        if row["per_step"] is None:
+        if row["per_step"] is None or not methods.is_language_model(model):
             continue
         full = [(other, full_row) for (m, other, lab), full_row in rows.items()
                 if (m, lab) == (model, label) and other != rate
