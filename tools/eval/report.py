@@ -417,7 +417,7 @@ def plots(out, medians, training, targets):
         if not runs_of_model:  # a timing run has a single point
             continue
         rates = sorted({r["rate"] for r in runs_of_model}, key=rate_bits)
-        fig, axes = plt.subplots(1, len(rates), figsize=(max(6.4, 4.8 * len(rates)), 4.4),
+        fig, axes = plt.subplots(1, len(rates), figsize=(max(8.0, 4.8 * len(rates)), 4.4),
                                  squeeze=False)
         for ax, rate in zip(axes[0], rates):
             for label in methods.LABELS:
