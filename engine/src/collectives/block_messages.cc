@@ -1,5 +1,7 @@
 #include "collectives/block_messages.h"
 
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "collectives/collective_error.h"
@@ -8,6 +10,18 @@
 namespace threelc::engine {
 
 namespace cc = threelc::compression;
+
+std::vector<float*> coding_residuals(const char* collective, std::span<float* const> errors,
+                                     size_t tensors, bool compress) {
+  if (compress ? errors.size() != tensors : !errors.empty()) {
+    throw std::invalid_argument(std::string(collective) + ": " + std::to_string(errors.size()) +
+                                " error buffers for " + std::to_string(tensors) +
+                                " tensors (one each when compressing, none otherwise)");
+  }
+  std::vector<float*> buffers(errors.begin(), errors.end());
+  if (buffers.empty()) buffers.assign(tensors, nullptr);
+  return buffers;
+}
 
 BlockMessages::BlockMessages(BlockCoding coding, detail::Transfers& transfers)
     : options_(*coding.options),

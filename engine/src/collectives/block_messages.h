@@ -32,6 +32,12 @@ struct BlockCoding {
   Workspace* workspace = nullptr;  // keeps message buffers across calls; nullptr: the call's own
 };
 
+// The residual of each of `tensors` for BlockCoding::errors: `errors` itself when compressing
+// (one each), nullptr for every tensor otherwise (`errors` empty). Throws std::invalid_argument
+// naming `collective` when `errors` does not match.
+std::vector<float*> coding_residuals(const char* collective, std::span<float* const> errors,
+                                     size_t tensors, bool compress);
+
 // A block message posted for receipt: its buffer and the Transfers id to wait on.
 struct IncomingBlock {
   ScratchBuffer<uint8_t>* buffer = nullptr;

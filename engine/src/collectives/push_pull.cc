@@ -148,6 +148,29 @@ void check_call(size_t input, size_t output, std::span<const TensorSlice> tensor
   check_layout(output, tensors);
 }
 
+// push_pull_sum once check_call has passed.
+void run_checked(transport::Context& context, std::span<const float> input, std::span<float> fused,
+                 std::span<const TensorSlice> tensors, std::span<float* const> errors,
+                 const PushPullOptions& options) {
+  std::vector<float*> buffers =
+      coding_residuals("push_pull", errors, tensors.size(), options.compress);
+  BlockPlan plan = plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);
+  HostBlockCodec host;
+  BlockCodec& codec = options.codec != nullptr ? *options.codec : host;
+  if (context.size() == 1) {
+    codec.copy(fused.data(), input.data(), fused.size());
+    return;
+  }
+  PushPull(context, std::move(plan),
+           {.options = &options,
+            .tensors = tensors,
+            .errors = std::move(buffers),
+            .codec = &codec,
+            .workspace = options.workspace},
+           input, fused)
+      .run();
+}
+
 }  // namespace
 
 void push_pull_sum(transport::Context& context, std::span<float> fused,
@@ -164,35 +187,14 @@ void push_pull_sum(transport::Context& context, std::span<const float> input,
   if (options.compress) {
     for (const TensorSlice& t : tensors) buffers.push_back(errors.get(t.name, t.count).data());
   }
-  push_pull_sum(context, input, fused, tensors, buffers, options);
+  run_checked(context, input, fused, tensors, buffers, options);
 }
 
 void push_pull_sum(transport::Context& context, std::span<const float> input,
                    std::span<float> fused, std::span<const TensorSlice> tensors,
                    std::span<float* const> errors, const PushPullOptions& options) {
   check_call(input.size(), fused.size(), tensors, options);
-  if (options.compress ? errors.size() != tensors.size() : !errors.empty()) {
-    throw std::invalid_argument("push_pull: " + std::to_string(errors.size()) +
-                                " error buffers for " + std::to_string(tensors.size()) +
-                                " tensors (one each when compressing, none otherwise)");
-  }
-  BlockPlan plan = plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);
-  HostBlockCodec host;
-  BlockCodec& codec = options.codec != nullptr ? *options.codec : host;
-  if (context.size() == 1) {
-    codec.copy(fused.data(), input.data(), fused.size());
-    return;
-  }
-  std::vector<float*> buffers(errors.begin(), errors.end());
-  if (buffers.empty()) buffers.assign(tensors.size(), nullptr);
-  PushPull(context, std::move(plan),
-           {.options = &options,
-            .tensors = tensors,
-            .errors = std::move(buffers),
-            .codec = &codec,
-            .workspace = options.workspace},
-           input, fused)
-      .run();
+  run_checked(context, input, fused, tensors, errors, options);
 }
 
 }  // namespace threelc::engine

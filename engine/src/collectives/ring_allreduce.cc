@@ -121,35 +121,54 @@ class RingAllreduce {
   std::vector<std::vector<IncomingBlock>> scattered_in_;  // [segment][block]: partial sums
 };
 
-}  // namespace
-
-void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
-                        std::span<const TensorSlice> tensors, ErrorFeedbackStore& errors,
-                        const PushPullOptions& options) {
+// The checks every overload makes before it touches an error buffer; the layout's plan.
+BlockPlan checked_plan(transport::Context& context, std::span<float> fused,
+                       std::span<const TensorSlice> tensors, const PushPullOptions& options) {
   if (const cc::Status status = cc::check_encode_options(encode_options(options)); !status.ok()) {
     throw std::invalid_argument("ring_allreduce: " + status.message());
   }
   check_samples(options.feedback, tensors.size(), "ring_allreduce");
   // Validates the layout (and sizes every error buffer) even where nothing is sent.
-  BlockPlan plan = plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);
-  std::vector<float*> buffers(tensors.size(), nullptr);
-  if (options.compress) {
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      buffers[i] = errors.get(tensors[i].name, tensors[i].count).data();
-    }
-  }
+  return plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);
+}
+
+void run_planned(transport::Context& context, BlockPlan plan, std::span<float> fused,
+                 std::span<const TensorSlice> tensors, std::span<float* const> errors,
+                 const PushPullOptions& options) {
+  std::vector<float*> buffers =
+      coding_residuals("ring_allreduce", errors, tensors.size(), options.compress);
   if (context.size() == 1) return;
-  HostBlockCodec codec;
+  HostBlockCodec host;
   // No workspace: the ring allocates its message buffers per call and frees each partial sum
   // once added.
   RingAllreduce(context, std::move(plan),
                 {.options = &options,
                  .tensors = tensors,
                  .errors = std::move(buffers),
-                 .codec = &codec,
+                 .codec = options.codec != nullptr ? options.codec : &host,
                  .workspace = nullptr},
                 fused)
       .run();
+}
+
+}  // namespace
+
+void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
+                        std::span<const TensorSlice> tensors, ErrorFeedbackStore& errors,
+                        const PushPullOptions& options) {
+  BlockPlan plan = checked_plan(context, fused, tensors, options);
+  std::vector<float*> buffers;
+  if (options.compress) {
+    for (const TensorSlice& t : tensors) buffers.push_back(errors.get(t.name, t.count).data());
+  }
+  run_planned(context, std::move(plan), fused, tensors, buffers, options);
+}
+
+void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
+                        std::span<const TensorSlice> tensors, std::span<float* const> errors,
+                        const PushPullOptions& options) {
+  run_planned(context, checked_plan(context, fused, tensors, options), fused, tensors, errors,
+              options);
 }
 
 }  // namespace threelc::engine

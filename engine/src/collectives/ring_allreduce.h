@@ -32,5 +32,11 @@ namespace threelc::engine {
 void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
                         std::span<const TensorSlice> tensors, ErrorFeedbackStore& errors,
                         const PushPullOptions& options = {});
+// The same in the memory of options.codec (device memory for the CUDA codec's): `errors` holds
+// each tensor's residual buffer (tensors[i].count elements, in that memory) when compressing,
+// and is empty otherwise.
+void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
+                        std::span<const TensorSlice> tensors, std::span<float* const> errors,
+                        const PushPullOptions& options);
 
 }  // namespace threelc::engine

@@ -30,7 +30,7 @@ void DeviceStateDeleter::operator()(DeviceState* /*state*/) const {}
 
 }  // namespace gpu
 
-void Executor::device_allreduce(const Response& /*response*/,
+void Executor::device_allreduce(const RunScope& /*scope*/, const Response& /*response*/,
                                 std::span<const Operation* const> /*local*/,
                                 CollectiveObserver* /*observer*/) {
   throw EngineError(THREELC_EINTERNAL, gpu::unavailable_reason());

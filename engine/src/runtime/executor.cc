@@ -43,38 +43,38 @@ Executor::Executor(transport::Context& context, const ExecutorOptions& options)
   }
 }
 
+RunScope Executor::scope_of(const Response& response, std::span<const int32_t> members) {
+  const int32_t set = response.tensors[0].process_set;
+  if (set == kGlobalProcessSet) return {.ranks = context_, .members = members, .global = true};
+  std::unique_ptr<RankSubset>& subset = subsets_[set];
+  if (!subset) {
+    const std::vector<int> ranks(members.begin(), members.end());
+    subset = std::make_unique<RankSubset>(context_, ranks);
+  }
+  return {.ranks = *subset, .members = members, .global = false};
+}
+
 std::vector<OpResult> Executor::run(const Response& response,
                                     std::span<const Operation* const> local,
                                     CollectiveObserver* observer,
                                     std::span<const int32_t> members) {
-  const int32_t set = response.tensors[0].process_set;
-  members_ = members;
-  if (set == kGlobalProcessSet) {
-    ranks_ = &context_;
-  } else {
-    std::unique_ptr<RankSubset>& subset = subsets_[set];
-    if (!subset) {
-      const std::vector<int> ranks(members.begin(), members.end());
-      subset = std::make_unique<RankSubset>(context_, ranks);
-    }
-    ranks_ = subset.get();
-  }
+  const RunScope scope = scope_of(response, members);
   std::vector<OpResult> results(response.tensors.size());
   switch (response.kind) {
     case OpKind::kAllreduce:
-      allreduce(response, local, observer);
+      allreduce(scope, response, local, observer);
       break;
     case OpKind::kBroadcast:
-      broadcast(response, local[0], observer);
+      broadcast(scope, response, local[0], observer);
       break;
     case OpKind::kAllgather:
-      results[0] = allgather(response, local[0], observer);
+      results[0] = allgather(scope, response, local[0], observer);
       break;
     case OpKind::kReducescatter:
-      results[0] = reducescatter(response, local[0], observer);
+      results[0] = reducescatter(scope, response, local[0], observer);
       break;
     case OpKind::kAlltoall:
-      results[0] = alltoall(response, local[0], observer);
+      results[0] = alltoall(scope, response, local[0], observer);
       break;
     case OpKind::kBarrier:
       break;  // negotiation itself was the barrier: every rank had arrived
@@ -93,24 +93,20 @@ void Executor::forget_process_set(int32_t id) {
   errors_.drop(feedback_prefix(id));
 }
 
-int Executor::set_rank_of(int job_rank) const {
-  return global() ? job_rank : member_index(members_, job_rank);
-}
-
-void Executor::broadcast(const Response& response, const Operation* local,
+void Executor::broadcast(const RunScope& scope, const Response& response, const Operation* local,
                          CollectiveObserver* observer) {
   const OpRequest& t = response.tensors[0];
   auto* out = static_cast<std::byte*>(local->output);
-  const int root = set_rank_of(t.root);  // the root is a job rank
-  if (ranks().rank() == root && out != local->input && t.bytes() > 0) {
+  const int root = scope.set_rank_of(t.root);  // the root is a job rank
+  if (scope.ranks.rank() == root && out != local->input && t.bytes() > 0) {
     std::memcpy(out, local->input, t.bytes());
   }
-  engine::broadcast(ranks(), std::span<std::byte>(out, t.bytes()), root,
+  engine::broadcast(scope.ranks, std::span<std::byte>(out, t.bytes()), root,
                     collective_options(options_.chunk_bytes, kBroadcastTag, observer));
 }
 
-OpResult Executor::allgather(const Response& response, const Operation* local,
-                             CollectiveObserver* observer) {
+OpResult Executor::allgather(const RunScope& scope, const Response& response,
+                             const Operation* local, CollectiveObserver* observer) {
   const OpRequest& t = response.tensors[0];
   const size_t row_bytes = t.row_elements() * element_size(t.dtype);
   std::vector<size_t> bytes_per_rank;
@@ -123,19 +119,19 @@ OpResult Executor::allgather(const Response& response, const Operation* local,
   result.dtype = t.dtype;
   result.shape = with_rows(t.shape, rows);
   result.data.resize(static_cast<size_t>(rows) * row_bytes);
-  const size_t mine = bytes_per_rank[static_cast<size_t>(ranks().rank())];
+  const size_t mine = bytes_per_rank[static_cast<size_t>(scope.ranks.rank())];
   const auto* input = local ? static_cast<const std::byte*>(local->input) : nullptr;
-  engine::allgatherv(ranks(), std::span<const std::byte>(input, input ? mine : 0), result.data,
+  engine::allgatherv(scope.ranks, std::span<const std::byte>(input, input ? mine : 0), result.data,
                      bytes_per_rank,
                      collective_options(options_.chunk_bytes, kAllgatherTag, observer));
   return result;
 }
 
-OpResult Executor::reducescatter(const Response& response, const Operation* local,
-                                 CollectiveObserver* observer) {
+OpResult Executor::reducescatter(const RunScope& scope, const Response& response,
+                                 const Operation* local, CollectiveObserver* observer) {
   const OpRequest& t = response.tensors[0];
-  const int size = ranks().size();
-  const int rank = ranks().rank();
+  const int size = scope.ranks.size();
+  const int rank = scope.ranks.rank();
   if (size < 1) throw std::logic_error("reducescatter among no ranks");
   const int64_t rows = t.rows();
   std::vector<size_t> elements_per_rank;
@@ -156,18 +152,18 @@ OpResult Executor::reducescatter(const Response& response, const Operation* loca
   result.dtype = t.dtype;
   result.shape = with_rows(t.shape, rows / size + (rank < rows % size ? 1 : 0));
   result.data.resize(mine * element_bytes);
-  engine::reducescatter(ranks(), input, t.dtype, t.op, elements_per_rank, result.data,
+  engine::reducescatter(scope.ranks, input, t.dtype, t.op, elements_per_rank, result.data,
                         collective_options(options_.chunk_bytes, kReducescatterTag, observer));
   if (t.op == ReduceOp::kAverage) divide_values(t.dtype, result.data.data(), mine, size);
   if (t.postscale != 1.0) scale_values(t.dtype, result.data.data(), mine, t.postscale);
   return result;
 }
 
-OpResult Executor::alltoall(const Response& response, const Operation* local,
+OpResult Executor::alltoall(const RunScope& scope, const Response& response, const Operation* local,
                             CollectiveObserver* observer) {
   const OpRequest& t = response.tensors[0];
-  const auto size = static_cast<size_t>(ranks().size());
-  const auto rank = static_cast<size_t>(ranks().rank());
+  const auto size = static_cast<size_t>(scope.ranks.size());
+  const auto rank = static_cast<size_t>(scope.ranks.rank());
   const size_t row_bytes = t.row_elements() * element_size(t.dtype);
   std::vector<size_t> send_bytes(size);
   std::vector<size_t> recv_bytes(size);
@@ -185,7 +181,8 @@ OpResult Executor::alltoall(const Response& response, const Operation* local,
   result.data.resize(static_cast<size_t>(rows) * row_bytes);
   const size_t total_send = std::accumulate(send_bytes.begin(), send_bytes.end(), size_t{0});
   engine::alltoallv(
-      ranks(), std::span<const std::byte>(static_cast<const std::byte*>(local->input), total_send),
+      scope.ranks,
+      std::span<const std::byte>(static_cast<const std::byte*>(local->input), total_send),
       send_bytes, result.data, recv_bytes,
       collective_options(options_.chunk_bytes, kAlltoallTag, observer));
   return result;

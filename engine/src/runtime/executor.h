@@ -1,6 +1,8 @@
 // Runs the collectives a cycle's responses ask for, on this rank's buffers. One per engine,
 // used only by the background thread. A response of a process set other than 0 runs among the
 // set's members only (a RankSubset of the job), in the set's terms: its rank, size and root.
+// Each run gets a RunScope of its own (run_scope.h); members keep only what lasts across
+// runs: the subsets, residuals, buffers and devices.
 #pragma once
 
 #include <chrono>
@@ -24,6 +26,8 @@
 #include "runtime/handle_table.h"
 #include "runtime/host_topology.h"
 #include "runtime/operation.h"
+#include "runtime/run_scope.h"
+#include "runtime/value_space.h"
 #include "threelc/transport/transport.h"
 
 namespace threelc::engine {
@@ -76,48 +80,56 @@ class Executor {
   std::vector<FeedbackAlert> take_feedback_alerts() { return std::exchange(alerts_, {}); }
 
  private:
-  // Host tensors (fused_allreduce.cc) or CUDA tensors (device_allreduce.cc).
-  void allreduce(const Response& response, std::span<const Operation* const> local,
-                 CollectiveObserver* observer);
-  void host_allreduce(const Response& response, std::span<const Operation* const> local,
-                      CollectiveObserver* observer);
-  void device_allreduce(const Response& response, std::span<const Operation* const> local,
-                        CollectiveObserver* observer);
-  // The compressed sum of host_allreduce: push_pull or the ring over the job, or
-  // hierarchically; `input` is `values` or (direct) the caller's tensor.
-  // The push_pull options shared by host and device compressed allreduces; `feedback` gets one
-  // error-feedback sample per piece of `compressed` when `ranks` > 1 (magnitudes measured only
-  // where `measure` allows: host memory). feedback_done() reports them after the collective.
+  // The ranks `response` runs among: the job, or its process set's RankSubset.
+  RunScope scope_of(const Response& response, std::span<const int32_t> members);
+
+  // Host tensors (fused_allreduce.cc) or CUDA tensors (gpu/device_allreduce.cc); both end in
+  // fused_allreduce over their ValueSpace.
+  void allreduce(const RunScope& scope, const Response& response,
+                 std::span<const Operation* const> local, CollectiveObserver* observer);
+  void host_allreduce(const RunScope& scope, const Response& response,
+                      std::span<const Operation* const> local, CollectiveObserver* observer);
+  void device_allreduce(const RunScope& scope, const Response& response,
+                        std::span<const Operation* const> local, CollectiveObserver* observer);
+  // The one allreduce pipeline: copy in, sum, copy out, every step on `space`'s values.
+  void fused_allreduce(const RunScope& scope, ValueSpace& space, const Response& response,
+                       std::span<const Operation* const> local, CollectiveObserver* observer);
+  // The compressed sum of fused_allreduce: push_pull or the ring, flat or hierarchical.
+  struct CompressedSum {
+    const OpRequest& shape;
+    std::span<const float> input;  // `values`, or (direct) the caller's tensor
+    std::span<float> values;       // the fused buffer: the sum is written here
+    std::span<const TensorSlice> slices;
+    const HierarchicalSegment* segment = nullptr;  // this rank's, when hierarchical
+    LocalExchange* exchange = nullptr;             // inside the host, when hierarchical
+    CollectiveObserver* observer = nullptr;
+  };
+  void compressed_sum(const RunScope& scope, ValueSpace& space, const CompressedSum& sum);
+  // The push_pull options of a compressed sum; `feedback` gets one error-feedback sample per
+  // piece of `compressed` when `ranks` > 1 (magnitudes measured only where `measure` allows:
+  // host memory). feedback_done() reports them after the collective.
   PushPullOptions compressed_options(const OpRequest& shape,
                                      std::span<const TensorSlice> compressed, int ranks,
                                      bool measure, std::vector<FeedbackSample>& feedback,
                                      CollectiveObserver* observer);
   void feedback_done(const OpRequest& shape, std::span<const TensorSlice> compressed,
                      std::span<const FeedbackSample> feedback);
-  void host_compressed_sum(const OpRequest& shape, std::span<const float> input,
-                           std::span<float> values, std::span<const TensorSlice> slices,
-                           CollectiveObserver* observer);
   // device_allreduce's uncompressed paths (only in a build with CUDA).
   void nccl_allreduce(const Response& response, std::span<const Operation* const> local,
                       gpu::DeviceState& device);
-  void staged_allreduce(const Response& response, std::span<const Operation* const> local,
-                        gpu::DeviceState& device, CollectiveObserver* observer);
-  void broadcast(const Response& response, const Operation* local, CollectiveObserver* observer);
-  OpResult allgather(const Response& response, const Operation* local,
+  void staged_allreduce(const RunScope& scope, const Response& response,
+                        std::span<const Operation* const> local, gpu::DeviceState& device,
+                        CollectiveObserver* observer);
+  void broadcast(const RunScope& scope, const Response& response, const Operation* local,
+                 CollectiveObserver* observer);
+  OpResult allgather(const RunScope& scope, const Response& response, const Operation* local,
                      CollectiveObserver* observer);
-  OpResult reducescatter(const Response& response, const Operation* local,
+  OpResult reducescatter(const RunScope& scope, const Response& response, const Operation* local,
                          CollectiveObserver* observer);
-  OpResult alltoall(const Response& response, const Operation* local, CollectiveObserver* observer);
-
-  // The ranks the response being run runs among (set in run()): the job, or a process set's.
-  transport::Context& ranks() { return *ranks_; }
-  // The job rank `job_rank`'s index among them.
-  int set_rank_of(int job_rank) const;
-  bool global() const { return ranks_ == &context_; }
+  OpResult alltoall(const RunScope& scope, const Response& response, const Operation* local,
+                    CollectiveObserver* observer);
 
   transport::Context& context_;
-  transport::Context* ranks_ = &context_;
-  std::span<const int32_t> members_;                        // of the response being run
   std::map<int32_t, std::unique_ptr<RankSubset>> subsets_;  // by process set id
   ExecutorOptions options_;
   ErrorFeedbackStore errors_;
