@@ -396,8 +396,7 @@ def allgather_parts(tensors, names, process_set=global_process_set):
     for t, n, (stage, array, dtype) in zip(tensors, names, staged):
         with refusals():
             parts.append(_engine.allgather(
-                array, name=_tensors.wire_name(n, t, "allgather", set_id), dtype=dtype,
-                process_set=set_id))
+                array, name=n, dtype=dtype, process_set=set_id))
         finishes.append(_result_on_device(stage, t.dtype))
     return parts, finishes
 
@@ -430,8 +429,7 @@ def _broadcast_submit(tensor, root_rank, name, in_place, process_set) -> Handle:
     output = array if in_place else _tensors.array_of(out)[0]
     with refusals():
         inner = _engine.broadcast(array, int(root_rank), output,
-                                  name=_tensors.wire_name(name, tensor, "broadcast", set_id),
-                                  dtype=dtype, process_set=set_id)
+                                  name=name, dtype=dtype, process_set=set_id)
     if in_place:
         return Handle([inner], lambda values: stage.copy_back())
     return Handle([inner], lambda values: stage.to_device(out))
@@ -472,8 +470,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     stage, array, dtype = _rows_input(tensor, "alltoall")
     with refusals():
         inner = _engine.alltoall(array, _splits_array(splits),
-                                 name=_tensors.wire_name(name, tensor, "alltoall", set_id),
-                                 dtype=dtype, process_set=set_id)
+                                 name=name, dtype=dtype, process_set=set_id)
 
     def finish(values):
         data, received = values[0]
