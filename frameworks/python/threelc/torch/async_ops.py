@@ -220,7 +220,7 @@ def synchronize(handle: Handle, timeout: Optional[float] = None):
 
 def _allreduce_submit(tensor: torch.Tensor, in_place: bool, name: Optional[str], op,
                       prescale_factor: float, postscale_factor: float, wire,
-                      cfn: str = "threelc_allreduce", set_id: int = 0):
+                      set_id: int = 0):
     """(engine handle, finish) for one allreduce of `tensor` in process set `set_id`."""
     _tensors.check_tensor(tensor, reducing=True)
     if _tensors.cuda_allreduce_ready(tensor):
@@ -228,7 +228,7 @@ def _allreduce_submit(tensor: torch.Tensor, in_place: bool, name: Optional[str],
         out = work.work if in_place else torch.empty_like(work.work)
         with refusals():
             inner = work.submit(out, name=name, op=op, prescale=prescale_factor,
-                                postscale=postscale_factor, compression=wire, _cfn=cfn,
+                                postscale=postscale_factor, compression=wire,
                                 process_set=set_id)
         return inner, (lambda _value: work.copy_back()) if in_place else (lambda _value: out)
     stage = _tensors.HostStage(tensor)
@@ -238,7 +238,7 @@ def _allreduce_submit(tensor: torch.Tensor, in_place: bool, name: Optional[str],
     with refusals():
         inner = _engine.allreduce(array, output, name=name, op=op, prescale=prescale_factor,
                                   postscale=postscale_factor, compression=wire, dtype=dtype,
-                                  _cfn=cfn, process_set=set_id)
+                                  process_set=set_id)
     keep = (tensor, out)  # the engine writes into `out` until the handle completes
 
     def finish(_value) -> torch.Tensor:
@@ -249,10 +249,10 @@ def _allreduce_submit(tensor: torch.Tensor, in_place: bool, name: Optional[str],
 
 
 def submit_with_wire(tensor, in_place, name, op, prescale_factor, postscale_factor, wire,
-                     cfn="threelc_allreduce", process_set=global_process_set) -> Handle:
+                     process_set=global_process_set) -> Handle:
     set_id = process_set_id(process_set)
     inner, finish = _allreduce_submit(tensor, in_place, name, op, prescale_factor,
-                                      postscale_factor, wire, cfn, set_id)
+                                      postscale_factor, wire, set_id)
     return Handle([inner], lambda values: finish(values[0]))
 
 
@@ -336,11 +336,12 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
 # ----------------------------------------------------------------------- BytePS push_pull
 
 def _push_pull_async(tensor, in_place, average, name, compression) -> Handle:
+    """BytePS's push_pull is the engine's allreduce (threelc_push_pull is the same operation
+    under the paper's name), in the global set."""
     check_compressor(compression)
     compressed, ctx = compression.compress(tensor)
     inner, finish = _allreduce_submit(compressed, in_place, name, Average if average else Sum,
-                                      1.0, 1.0, engine_compression(compression),
-                                      "threelc_push_pull")
+                                      1.0, 1.0, engine_compression(compression))
 
     def done(values):
         result = compression.decompress(finish(values[0]), ctx)
