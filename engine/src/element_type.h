@@ -24,6 +24,7 @@ enum class ElementType : uint8_t {
   kFloat32 = THREELC_FLOAT32,
   kFloat64 = THREELC_FLOAT64,
   kInt16 = THREELC_INT16,
+  kBool = THREELC_BOOL,
 };
 
 struct ElementTypeInfo {
@@ -39,7 +40,7 @@ inline constexpr ElementTypeInfo kElementTypes[] = {
     {ElementType::kInt32, 4, false, "int32"},    {ElementType::kInt64, 8, false, "int64"},
     {ElementType::kFloat16, 2, true, "float16"}, {ElementType::kBFloat16, 2, true, "bfloat16"},
     {ElementType::kFloat32, 4, true, "float32"}, {ElementType::kFloat64, 8, true, "float64"},
-    {ElementType::kInt16, 2, false, "int16"},
+    {ElementType::kInt16, 2, false, "int16"},    {ElementType::kBool, 1, false, "bool"},
 };
 constexpr int kElementTypeCount = static_cast<int>(std::size(kElementTypes));
 
@@ -50,7 +51,7 @@ constexpr bool element_types_in_order() {
   return true;
 }
 static_assert(element_types_in_order(), "kElementTypes[i] must describe the type of value i");
-static_assert(kElementTypeCount == THREELC_INT16 + 1, "kElementTypes must list every dtype");
+static_assert(kElementTypeCount == THREELC_BOOL + 1, "kElementTypes must list every dtype");
 
 enum class ReduceOp : uint8_t {
   kSum = THREELC_OP_SUM,
@@ -76,7 +77,7 @@ constexpr bool is_floating(ElementType t) {
   return i < std::size(kElementTypes) && kElementTypes[i].floating;
 }
 
-const char* element_type_name(ElementType t);  // "uint8", ..., "int16"; "unknown"
+const char* element_type_name(ElementType t);  // "uint8", ..., "bool"; "unknown"
 const char* reduce_op_name(ReduceOp op);       // "sum", "average", "min", "max", "product"
 
 }  // namespace threelc::engine

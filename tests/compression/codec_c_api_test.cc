@@ -153,7 +153,7 @@ TEST(CodecCApi, ErrorCodesAndMessages) {
 
   for (int dtype :
        std::initializer_list<int>{THREELC_UINT8, THREELC_INT8, THREELC_INT16, THREELC_INT32,
-                                  THREELC_INT64, THREELC_FLOAT64, 42, -1}) {
+                                  THREELC_INT64, THREELC_FLOAT64, THREELC_BOOL, 42, -1}) {
     EXPECT_EQ(
         threelc_codec_encode(x.data(), dtype, 2, nullptr, 1.0f, out.data(), out.size(), &bytes),
         THREELC_EINVAL);

@@ -102,6 +102,9 @@ Bytes values(te::ElementType type, uint64_t salt, int rank, size_t count) {
       case te::ElementType::kInt8:
         put(out, i, static_cast<uint8_t>(h >> 7));
         break;
+      case te::ElementType::kBool:  // moved only (kTypes, the reduced types, leave it out)
+        put(out, i, static_cast<uint8_t>((h >> 7) & 1));
+        break;
       case te::ElementType::kInt16:
         put(out, i, static_cast<uint16_t>(h >> 5));
         break;

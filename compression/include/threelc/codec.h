@@ -24,7 +24,8 @@ typedef enum threelc_dtype {
   THREELC_BFLOAT16 = 5,
   THREELC_FLOAT32 = 6,
   THREELC_FLOAT64 = 7,
-  THREELC_INT16 = 8
+  THREELC_INT16 = 8,
+  THREELC_BOOL = 9 /* one byte, 0 or 1: broadcast, allgathered and exchanged, never reduced */
 } threelc_dtype;
 
 /* THREELC_OK, THREELC_EINVAL (a bad argument: dtype, sparsity, null pointer, small buffer),

@@ -120,7 +120,8 @@ int threelc_cross_size(void);
 int threelc_is_homogeneous(void);
 
 /* Submissions. Each returns a handle > 0, or a negative code (nothing was submitted). Buffers
- * must stay valid and unchanged until the handle is done. */
+ * must stay valid and unchanged until the handle is done. The reductions (allreduce, push_pull,
+ * reducescatter) refuse a THREELC_BOOL tensor with THREELC_EINVAL; the others move it. */
 threelc_handle threelc_allreduce(const threelc_tensor* tensor, const threelc_options* options);
 /* The same operation under the paper's name. */
 threelc_handle threelc_push_pull(const threelc_tensor* tensor, const threelc_options* options);

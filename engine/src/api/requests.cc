@@ -58,6 +58,9 @@ void check_reduction(OpKind kind, const threelc_options& o, OpRequest& r) {
     invalid(kind, "op " + std::to_string(o.op) + " is not a threelc_reduce_op");
   }
   r.op = static_cast<ReduceOp>(o.op);
+  if (r.dtype == ElementType::kBool) {
+    invalid(kind, "bool tensors are not reduced (broadcast, allgather and alltoall move them)");
+  }
   if (!std::isfinite(o.prescale) || !std::isfinite(o.postscale)) {
     invalid(kind, "prescale and postscale must be finite");
   }

@@ -97,6 +97,7 @@ ncclDataType_t nccl_type(ElementType type) {
     case ElementType::kFloat64:
       return ncclFloat64;
     case ElementType::kInt16:  // none in NCCL: supports() stages int16 through the host
+    case ElementType::kBool:   // never reduced: submissions refuse it
       break;
   }
   throw EngineError(THREELC_EINTERNAL,
@@ -164,9 +165,10 @@ NcclComm::~NcclComm() {
 }
 
 bool NcclComm::supports(ElementType type, ReduceOp op) {
-  // Every ElementType but int16 has an NCCL type; integer averages keep the engine's own
-  // truncating division (reduce_ops.h). Both are staged through host memory.
-  if (type == ElementType::kInt16) return false;
+  // Every ElementType but int16 (and bool, never reduced) has an NCCL type; integer averages
+  // keep the engine's own truncating division (reduce_ops.h). Both are staged through host
+  // memory.
+  if (type == ElementType::kInt16 || type == ElementType::kBool) return false;
   return op != ReduceOp::kAverage || is_floating(type);
 }
 

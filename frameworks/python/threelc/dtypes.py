@@ -21,6 +21,7 @@ __all__ = ["DTYPES", "BFLOAT16", "NUMPY_CODES", "DTypeLike", "dtype_code"]
 DTYPES = {
     "uint8": 0, "int8": 1, "int32": 2, "int64": 3,
     "float16": 4, "bfloat16": 5, "float32": 6, "float64": 7, "int16": 8,
+    "bool": 9,  # moved (broadcast, allgather, alltoall), never reduced: the engine refuses it
 }
 BFLOAT16 = DTYPES["bfloat16"]  # numpy has no bfloat16: its arrays carry the bits as 16-bit ints
 NUMPY_CODES = {np.dtype(name): code for name, code in DTYPES.items() if code != BFLOAT16}

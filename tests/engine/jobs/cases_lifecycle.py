@@ -181,6 +181,17 @@ def case_api():
              lambda: hvd.alltoall(np.ones((4, 2), np.float32), splits=[5] * SIZE,
                                   name="api/splits"), engine.EINVAL)):
         expect_error(submit, code, what)
+    # bool (THREELC_BOOL) is moved, never reduced
+    for what, submit in (("a bool allreduce", lambda: hvd.allreduce(np.ones(3, bool),
+                                                                    name="api/bool")),
+                         ("a bool reducescatter",
+                          lambda: hvd.reducescatter(np.ones(SIZE, bool), name="api/bool_rs"))):
+        expect_error(submit, engine.EINVAL, what, "bool tensors are not reduced")
+    flags = (np.arange(2 * SIZE) % (RANK + 2) == 0).reshape(SIZE, 2)
+    gathered = hvd.allgather(flags, name="api/bool_gather")
+    check(gathered.dtype == np.bool_, lambda: f"bool allgather gave dtype {gathered.dtype}")
+    expect_equal(gathered, np.concatenate([(np.arange(2 * SIZE) % (r + 2) == 0).reshape(SIZE, 2)
+                                           for r in range(SIZE)]), "bool allgather")
     # numpy-level conveniences: non-contiguous input, 0-d scalars, lists, no input change
     base = ints(RANK, (6, 4), -5, 5).astype(np.float32)
     view = base[:, 1]

@@ -238,11 +238,10 @@ def test_name_mismatch_fails_after_stall_timeout(names, multi_rank):
 @pytest.mark.late(2)
 def test_bool_uint8_mismatch_across_ranks(names, multi_rank):
     """bool on rank 0, uint8 elsewhere under one name: a dtype mismatch like any other
-    (Horovod tells bool from uint8). threelc.torch sends bool tensors as uint8 bytes, so the
-    engine cannot tell them apart: the allgather "succeeds" and rank 0 gets a bool tensor
-    holding bytes that are not 0 or 1 (7 here) unless threelc.torch tags bool tensors' names
-    (it does), which turns the disagreement into a name mismatch (after
-    THREELC_STALL_TIMEOUT). (late: it waits for the stall timeout.)"""
+    (Horovod tells bool from uint8). bool is an element type of the engine's own
+    (THREELC_BOOL), so its consistency check fails the allgather on every rank naming both
+    dtypes, rather than rank 0 getting a bool tensor holding bytes that are not 0 or 1 (7
+    here). (late: a fault once found.)"""
     nm = names("t")
     x = torch.ones(2, dtype=torch.bool) if rank() == 0 else torch.full((2,), 7, dtype=torch.uint8)
     out, e = catch(hvd.allgather, x, name=nm)
@@ -250,3 +249,4 @@ def test_bool_uint8_mismatch_across_ranks(names, multi_rank):
     assert isinstance(e, hvd.ThreelcError) and e.code == engine.EMISMATCH, \
         f"no dtype mismatch reported (got {e!r}); result on this rank: {out}"
     assert nm in str(e)
+    assert "bool" in str(e) and "uint8" in str(e), f"the message does not name both dtypes: {e}"

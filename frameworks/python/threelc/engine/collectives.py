@@ -46,11 +46,15 @@ def _submit(cfn: str, kind: str, name: Optional[str], tensor, options, keep: tup
     return _submit_call(cfn, args, kind, name, keep + (tensor, options), finish)
 
 
+# The C ABI's two entries of the one allreduce operation, by the name the handle's messages
+# use: threelc_push_pull is threelc_allreduce under the paper's name.
+_ALLREDUCE_ENTRIES = {"allreduce": "threelc_allreduce", "push_pull": "threelc_push_pull"}
+
+
 def allreduce(array: np.ndarray, output: Optional[np.ndarray] = None, *,
               name: Optional[str] = None, op=Sum, prescale: float = 1.0,
               postscale: float = 1.0, compression=None, sparsity: Optional[float] = None,
-              dtype: DTypeLike = None, process_set: int = 0,
-              _cfn: str = "threelc_allreduce") -> Handle:
+              dtype: DTypeLike = None, process_set: int = 0) -> Handle:
     """Submits an allreduce of `array` into `output` (a new array when None; may be `array`
     itself). ``wait()`` returns the output array.
 
@@ -58,6 +62,21 @@ def allreduce(array: np.ndarray, output: Optional[np.ndarray] = None, *,
     Horovod with Average. `compression` is a Compression member (None: Compression.default);
     `sparsity` overrides its sparsity.
     """
+    return _host_allreduce("allreduce", array, output, name=name, op=op, prescale=prescale,
+                           postscale=postscale, compression=compression, sparsity=sparsity,
+                           dtype=dtype, process_set=process_set)
+
+
+def push_pull(array: np.ndarray, output: Optional[np.ndarray] = None, **kwargs) -> Handle:
+    """The same operation as :func:`allreduce`, under the paper's name (threelc_push_pull)."""
+    return _host_allreduce("push_pull", array, output, **kwargs)
+
+
+def _host_allreduce(kind: str, array: np.ndarray, output: Optional[np.ndarray], *,
+                    name: Optional[str] = None, op=Sum, prescale: float = 1.0,
+                    postscale: float = 1.0, compression=None,
+                    sparsity: Optional[float] = None, dtype: DTypeLike = None,
+                    process_set: int = 0) -> Handle:
     array = _array(array)
     code = dtype_code(array, dtype)
     out = _output(array, output)
@@ -65,16 +84,15 @@ def allreduce(array: np.ndarray, output: Optional[np.ndarray] = None, *,
     tensor, shape = _tensor(array, code, raw_name, out)
     options = _options(op=op, prescale=prescale, postscale=postscale, compression=compression,
                        sparsity=sparsity, process_set=process_set)
-    kind = "push_pull" if _cfn == "threelc_push_pull" else "allreduce"
-    return _submit(_cfn, kind, name, tensor, options, (array, out, shape, raw_name),
-                   lambda hid: out)
+    return _submit(_ALLREDUCE_ENTRIES[kind], kind, name, tensor, options,
+                   (array, out, shape, raw_name), lambda hid: out)
 
 
 def allreduce_device(data: int, output: int, shape: Sequence[int], dtype: str, device: int,
                      stream: int = 0, *, name: Optional[str] = None, op=Sum,
                      prescale: float = 1.0, postscale: float = 1.0, compression=None,
                      sparsity: Optional[float] = None, keep: tuple = (),
-                     process_set: int = 0, _cfn: str = "threelc_allreduce") -> Handle:
+                     process_set: int = 0) -> Handle:
     """Submits an allreduce of a dense tensor in CUDA device memory: `data` and `output`
     (device pointers; output may equal data) of `shape` and engine dtype name `dtype`, on
     CUDA device `device`, ready on `stream` (a cudaStream_t as int; 0: the legacy default
@@ -98,14 +116,8 @@ def allreduce_device(data: int, output: int, shape: Sequence[int], dtype: str, d
     t.stream = int(stream) or None
     options = _options(op=op, prescale=prescale, postscale=postscale, compression=compression,
                        sparsity=sparsity, process_set=process_set)
-    kind = "push_pull" if _cfn == "threelc_push_pull" else "allreduce"
-    return _submit(_cfn, kind, name, t, options, tuple(keep) + (shape_array, raw_name),
-                   lambda hid: None)
-
-
-def push_pull(array: np.ndarray, output: Optional[np.ndarray] = None, **kwargs) -> Handle:
-    """The same operation as :func:`allreduce`, under the paper's name (threelc_push_pull)."""
-    return allreduce(array, output, _cfn="threelc_push_pull", **kwargs)
+    return _submit("threelc_allreduce", "allreduce", name, t, options,
+                   tuple(keep) + (shape_array, raw_name), lambda hid: None)
 
 
 def broadcast(array: np.ndarray, root_rank: int, output: Optional[np.ndarray] = None, *,

@@ -19,40 +19,40 @@ DistributedDataParallel users add one line instead (:mod:`.ddp`)::
 
     model.register_comm_hook(hvd.DDPHookState(), hvd.ddp_comm_hook)
 
-The modules: :mod:`.async_ops` (submissions and handles), :mod:`.autograd` (the
-differentiable forms), :mod:`.ops` (the synchronous collectives), :mod:`.sparse`
-(sparse_allreduce_async), :mod:`.compression`, :mod:`.optimizer` (DistributedOptimizer),
-:mod:`.functions` (broadcast_parameters, broadcast_optimizer_state, broadcast_object,
-allgather_object), :mod:`.process_sets` (add_process_set, remove_process_set; the ProcessSet
-objects are :mod:`.async_ops`'s), :mod:`.basics` (Horovod's build and run-time queries),
-:mod:`.ddp` (the DDP communication hook).
+The modules: :mod:`.async_ops` (the submissions), :mod:`.handles` (Handle, poll,
+synchronize), :mod:`.errors`, :mod:`.process_sets` (ProcessSet, global_process_set,
+add_process_set, remove_process_set), :mod:`.adasum`, :mod:`.autograd` (the differentiable
+forms), :mod:`.ops` (the synchronous collectives), :mod:`.sparse` (sparse_allreduce_async),
+:mod:`.compression`, :mod:`.optimizer` (DistributedOptimizer), :mod:`.functions`
+(broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object),
+:mod:`.basics` (Horovod's build and run-time queries), :mod:`.ddp` (the DDP communication
+hook); what they share beyond these names is :mod:`._internal`'s.
 """
 
 from .. import engine as _engine
 from ..engine import (Average, Max, Min, Product, Sum, ThreelcError, is_initialized,
                       statistics)
-from . import _torchrun, basics
-from . import process_sets as process_sets_module
+from . import _internal, _torchrun, basics
 from .basics import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, is_homogeneous,
                      mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rocm_built,
                      start_timeline, stop_timeline)
-from .async_ops import Adasum, InvalidArgumentError
+from .adasum import Adasum
 from .compression import Compression
 from .ddp import DDPHookState, ddp_comm_hook
 from .local_variance import LocalVarianceAdamW
 from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                         broadcast_parameters)
-from .ops import (DuplicateNameError, Handle, HorovodInternalError, ProcessSet, allgather,
-                  allgather_async, allreduce, allreduce_, allreduce_async, allreduce_async_,
-                  alltoall, alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
-                  broadcast_async_, global_process_set, grouped_allgather,
-                  grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
-                  grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
-                  grouped_reducescatter_async, join, poll, push_pull, push_pull_,
-                  push_pull_async, push_pull_async_, push_pull_async_inplace, push_pull_inplace,
-                  reducescatter, reducescatter_async, synchronize)
+from .errors import DuplicateNameError, HorovodInternalError, InvalidArgumentError
+from .handles import Handle, poll, synchronize
+from .ops import (allgather, allgather_async, allreduce, allreduce_, allreduce_async,
+                  allreduce_async_, alltoall, alltoall_async, barrier, broadcast, broadcast_,
+                  broadcast_async, broadcast_async_, grouped_allgather, grouped_allgather_async,
+                  grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
+                  grouped_allreduce_async_, grouped_reducescatter, grouped_reducescatter_async,
+                  join, push_pull, push_pull_, push_pull_async, push_pull_async_,
+                  push_pull_async_inplace, push_pull_inplace, reducescatter, reducescatter_async)
 from .optimizer import DistributedOptimizer
-from .process_sets import add_process_set, remove_process_set
+from .process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 from .sparse import SparseHandle, sparse_allreduce_async
 
 
@@ -67,16 +67,16 @@ def init(comm=None, process_sets=None) -> None:
         raise NotImplementedError("threelc takes its ranks from the launcher's environment "
                                   "(threelcrun, mpirun, srun, torchrun), not from an MPI "
                                   "communicator: call init() without comm")
-    sets = process_sets_module.process_set_list(process_sets)
+    sets = _internal.process_set_list(process_sets)
     _torchrun.init_engine()
-    process_sets_module.register_at_init(sets)
+    _internal.register_at_init(sets)
 
 
 def shutdown() -> None:
     """Stops the engine; operations still pending fail with ESHUTDOWN. Every process set but
     the global one is forgotten (its object's process_set_id becomes None)."""
     _engine.shutdown()
-    process_sets_module.forget_process_sets()
+    _internal.forget_process_sets()
 
 
 def _identity(value: int) -> int:

@@ -2,7 +2,8 @@
 
 Nothing here is compiled against torch: a CPU tensor reaches the engine as a numpy view of its
 own memory (``tensor.numpy()``), so in-place operations write into the tensor itself. bfloat16,
-which numpy lacks, travels as its int16 bit patterns with ``dtype="bfloat16"``. A CUDA tensor
+which numpy lacks, travels as its int16 bit patterns with ``dtype="bfloat16"``; bool is the
+engine's own element type (moved, never reduced). A CUDA tensor
 reaches allreduce as a device pointer with its stream (:func:`cuda_allreduce_ready`) when the
 engine takes CUDA tensors; other collectives, and allreduce where the engine cannot (no CUDA in
 the build, no device), stage it through a host copy. A non-contiguous tensor is staged through
@@ -11,9 +12,7 @@ a contiguous copy.
 
 from __future__ import annotations
 
-import itertools
 import warnings
-from collections import defaultdict
 from typing import Optional, Tuple
 
 import numpy as np
@@ -23,12 +22,12 @@ from .. import engine as _engine
 
 # The engine's element types (threelc_dtype), as torch dtypes of the same names.
 SUPPORTED_DTYPES = tuple(getattr(torch, name) for name in _engine.DTYPES)
-_EXPECTED = ", ".join(str(dtype) for dtype in SUPPORTED_DTYPES)
+_EXPECTED = ", ".join(str(dtype) for dtype in SUPPORTED_DTYPES if dtype != torch.bool)
 
 
 def check_tensor(tensor, what: str = "tensor", reducing: bool = False) -> torch.Tensor:
-    """`tensor` if the engine takes it. bool tensors travel as bytes: they can be broadcast,
-    gathered and exchanged, but not reduced (`reducing`)."""
+    """`tensor` if the engine takes it. bool tensors can be broadcast, gathered and exchanged,
+    but not reduced (`reducing`), as the engine's bool type."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{what} must be a torch.Tensor, got {type(tensor).__name__}")
     if tensor.dtype == torch.bool:
@@ -47,37 +46,18 @@ def check_tensor(tensor, what: str = "tensor", reducing: bool = False) -> torch.
     return tensor
 
 
-_unnamed_bool_ops = defaultdict(itertools.count)  # (kind, process set id) -> counter
-
-
-def wire_name(name: Optional[str], tensor: torch.Tensor, kind: str,
-              process_set: int = 0) -> Optional[str]:
-    """The name `tensor`'s operation travels under. A bool tensor travels as uint8 bytes, so
-    its name is tagged ("#bool"; unnamed ones are numbered apart) to keep a bool tensor on one
-    rank from matching a uint8 tensor on another: that disagreement then fails like any other
-    (a name submitted by some ranks only, after THREELC_STALL_TIMEOUT). Unnamed ones are
-    numbered per process set, as the engine numbers its unnamed operations."""
-    if tensor.dtype != torch.bool:
-        return name
-    if name:
-        return f"{name}#bool"
-    return f"{kind}.noname.bool.{next(_unnamed_bool_ops[kind, process_set])}"
-
-
 def array_of(tensor: torch.Tensor) -> Tuple[np.ndarray, Optional[str]]:
     """(numpy view of a contiguous CPU tensor's memory, the engine dtype name or None)."""
     t = tensor.detach()
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy(), "bfloat16"
-    if t.dtype == torch.bool:
-        return t.view(torch.uint8).numpy(), None
     return t.numpy(), None
 
 
 def tensor_of(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     """A torch tensor over `array`'s memory (bfloat16 from its int16 bit patterns)."""
     t = torch.from_numpy(array)
-    if dtype in (torch.bfloat16, torch.bool):
+    if dtype == torch.bfloat16:
         return t.view(dtype)
     return t
 

@@ -27,9 +27,11 @@ import torch
 
 from .. import engine as _engine
 from ..engine import Average, Sum
+from ._internal import grouped_submit, submit_with_wire
 from .async_ops import (allgather_async, alltoall_async, broadcast_async,
-                        grouped_allgather_async, grouped_reducescatter_async, grouped_submit,
-                        reducescatter_async, submit_with_wire, synchronize)
+                        grouped_allgather_async, grouped_reducescatter_async,
+                        reducescatter_async)
+from .handles import synchronize
 
 _EXACT = _engine.Compression.none  # gradients travel exact, as in Horovod
 

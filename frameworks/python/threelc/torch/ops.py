@@ -19,8 +19,8 @@ must pass a tensor of the same dtype and shape (allgather and alltoall: the firs
 may differ) for a name; otherwise the operation fails on every rank naming the ranks and what
 each sent.
 
-This module holds the synchronous forms; the submissions, :class:`Handle`, ``poll`` and
-``synchronize`` are :mod:`.async_ops`'s, exported here too.
+This module holds the synchronous forms; the submissions (:mod:`.async_ops`), :class:`Handle`,
+``poll`` and ``synchronize`` (:mod:`.handles`) are exported here too.
 """
 
 from __future__ import annotations
@@ -32,16 +32,17 @@ import torch
 from .. import engine as _engine
 from ..engine import Average
 from . import autograd
+from ._internal import group_of, process_set_id, refusals, resolve_op
 # The submissions and handles, also part of this module's API:
-from .async_ops import (DuplicateNameError, Handle, HorovodInternalError, ProcessSet,
-                        allgather_async, allreduce_async, allreduce_async_, alltoall_async,
-                        broadcast_async, broadcast_async_,
-                        global_process_set, group_of, grouped_allgather_async,
+from .async_ops import (allgather_async, allreduce_async, allreduce_async_, alltoall_async,
+                        broadcast_async, broadcast_async_, grouped_allgather_async,
                         grouped_allreduce_async, grouped_allreduce_async_,
-                        grouped_reducescatter_async, poll, push_pull_async, push_pull_async_,
-                        process_set_id, push_pull_async_inplace, reducescatter_async,
-                        refusals, resolve_op, synchronize)
+                        grouped_reducescatter_async, push_pull_async, push_pull_async_,
+                        push_pull_async_inplace, reducescatter_async)
 from .compression import Compression, check_compressor, engine_compression
+from .errors import DuplicateNameError, HorovodInternalError
+from .handles import Handle, poll, synchronize
+from .process_sets import ProcessSet, global_process_set
 
 
 # ------------------------------------------------------------------------------ allreduce
@@ -83,9 +84,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     process_set_id(process_set)
     check_compressor(compression)
     op = resolve_op(op, average)
-    pairs = [compression.compress(t) for t in tensors]
-    if not pairs:
-        raise ValueError("grouped allreduce needs at least one tensor")
+    pairs = [compression.compress(t) for t in group_of(tensors, "grouped allreduce")]
     reduced = autograd.GroupedAllreduceFn.apply(name, op, prescale_factor, postscale_factor,
                                                 engine_compression(compression), process_set,
                                                 *[c for c, _ in pairs])

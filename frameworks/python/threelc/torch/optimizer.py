@@ -44,8 +44,10 @@ import torch
 
 from .. import engine as _engine
 from ..engine import Average
-from . import _feedback, async_ops
+from . import _feedback, _internal
 from .compression import Compression, check_compressor, engine_compression
+from .handles import Handle, synchronize
+from .process_sets import global_process_set
 from .sparse import sparse_allreduce_async
 
 
@@ -67,7 +69,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.process_set = process_set  # Horovod's attribute
         self._feedback_prefix = _feedback_prefix(process_set)
         # Outside its set the optimizer steps on the local gradients, as in Horovod.
-        self._member = process_set is async_ops.global_process_set or process_set.included()
+        self._member = process_set is global_process_set or process_set.included()
         self._compression = compression
         self._wire = engine_compression(compression)
         self._op = op
@@ -88,7 +90,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._params: List[torch.Tensor] = [p for group in self.param_groups
                                             for p in group["params"] if p.requires_grad]
         self._delay: Dict[torch.Tensor, int] = {p: backward_passes_per_step for p in self._params}
-        self._handles: Dict[torch.Tensor, Tuple[Optional[async_ops.Handle], object]] = {}
+        self._handles: Dict[torch.Tensor, Tuple[Optional[Handle], object]] = {}
         self._hooks: list = []
         self._synchronized = False
         self._synchronized_for_groups = False  # by a read of param_groups (GradScaler)
@@ -168,7 +170,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._precondition is not None:
             dense = self._precondition(p, dense)
         compressed, ctx = self._compression.compress(dense)
-        handle = async_ops.submit_with_wire(compressed, True, name, self._op, self._prescale,
+        handle = _internal.submit_with_wire(compressed, True, name, self._op, self._prescale,
                                             self._postscale, self._wire,
                                             process_set=self.process_set)
         return handle, functools.partial(_write_grad, p, self._compression, ctx)
@@ -192,7 +194,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         first_error = None
         for p, (handle, write) in self._handles.items():
             try:
-                output = async_ops.synchronize(handle)
+                output = synchronize(handle)
             except Exception as e:  # noqa: BLE001 (wait for the others, then raise the first)
                 first_error = first_error or e
                 continue
@@ -269,7 +271,7 @@ def _write_grad(p: torch.Tensor, compression, ctx, output: torch.Tensor) -> None
 def _feedback_prefix(process_set) -> str:
     """Where the engine keeps the residuals of this optimizer's gradients: the names under
     ``allreduce.``, in its process set's part of the store (docs/WIRE_FORMAT.md)."""
-    set_id = async_ops.process_set_id(process_set)
+    set_id = _internal.process_set_id(process_set)
     return NAME_PREFIX if set_id == 0 else f"process_set.{set_id}/{NAME_PREFIX}"
 
 
@@ -301,7 +303,7 @@ def _horovod_names(param_groups, named_parameters) -> Dict[torch.Tensor, str]:
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.default,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False,
-                         process_set=async_ops.global_process_set):
+                         process_set=global_process_set):
     """Wraps `optimizer` so that ``step()`` applies gradients averaged (op) over every rank.
 
     `named_parameters`: ``model.named_parameters()`` (names key the allreduces and their 3LC
@@ -313,11 +315,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     `process_set`: gradients are averaged over its members only (size() is the set's); on a
     rank outside it the optimizer steps on the local gradients, as in Horovod.
     """
-    async_ops.process_set_id(process_set)
+    _internal.process_set_id(process_set)
     check_compressor(compression)
     if int(backward_passes_per_step) < 1:
         raise ValueError(f"backward_passes_per_step must be >= 1, got {backward_passes_per_step}")
-    async_ops.check_op(op)
+    _internal.check_op(op)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if gradient_predivide_factor <= 0:

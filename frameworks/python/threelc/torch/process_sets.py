@@ -1,6 +1,6 @@
-"""Horovod's ``add_process_set`` / ``remove_process_set`` and ``init(process_sets=[...])``
-over the engine's process sets (:mod:`threelc.engine.process_sets`); the
-:class:`~threelc.torch.async_ops.ProcessSet` objects themselves are :mod:`.async_ops`'s.
+"""Horovod's process sets: :class:`ProcessSet`, ``global_process_set``, ``add_process_set`` /
+``remove_process_set`` and ``init(process_sets=[...])``'s registration, over the engine's process
+sets (:mod:`threelc.engine.process_sets`).
 
 Adding and removing a set are collective over every rank of the job: every rank makes the same
 calls in the same order (a set's non-members too). Sets can be added at any time after
@@ -12,10 +12,79 @@ forgets every set: the objects lose their ids.
 from __future__ import annotations
 
 import weakref
-from typing import List, Sequence
+from typing import List, Optional, Sequence
+
+import numpy as np
 
 from .. import engine as _engine
-from .async_ops import ProcessSet, global_process_set, refusals
+from ..engine import ThreelcError
+from .errors import InvalidArgumentError, _refusals
+
+
+class ProcessSet:
+    """Horovod's process set: job ranks (kept sorted) that run collectives among themselves.
+
+    ``process_set_id`` is None until :func:`threelc.torch.add_process_set` or
+    ``init(process_sets=[...])`` registers the set with the engine, and None again once it is
+    removed. Passed as ``process_set=`` to a collective, the collective runs among the members
+    only and in the set's terms: rank and size are the set's (member i is its i-th lowest job
+    rank), so Average divides by the set's size, allgather concatenates in member order and
+    alltoall's splits have one entry per member; a broadcast's root_rank stays a job rank.
+    Ranks outside the set that submit to it are refused at once. ``global_process_set`` (id 0)
+    is every rank; its ``ranks`` are filled in by ``init()``."""
+
+    mpi_comm = None  # Horovod's attribute: threelc has no MPI communicators
+
+    def __init__(self, ranks):
+        try:
+            members = sorted(ranks)
+        except TypeError:
+            raise ValueError(f"ProcessSet takes a list of job ranks (ints), got {ranks!r} "
+                             f"(threelc has no MPI communicators)") from None
+        if any(isinstance(r, bool) or not isinstance(r, (int, np.integer)) for r in members):
+            raise ValueError(f"ProcessSet takes a list of job ranks (ints), got {members!r}")
+        self.ranks = [int(r) for r in members]
+        self.process_set_id = None
+
+    def _invalidate(self) -> None:
+        self.process_set_id = None
+
+    def _query(self, query):
+        """The engine's answer about this set; ValueError (as Horovod) when it has none."""
+        if self.process_set_id is None:
+            return None
+        try:
+            return query(self.process_set_id)
+        except ThreelcError as error:
+            if error.code == _engine.ENOTINIT:
+                raise ValueError("threelc has not been initialized; use hvd.init().") from None
+            raise InvalidArgumentError(f"{self}: {error}", error.code) from None
+
+    def size(self) -> Optional[int]:
+        """The number of ranks in the set; None while it is not registered."""
+        return self._query(_engine.process_set_size)
+
+    def rank(self) -> Optional[int]:
+        """This rank's index among the members (ValueError on a rank outside the set); None
+        while it is not registered."""
+        return self._query(_engine.process_set_rank)
+
+    def included(self) -> bool:
+        """Whether this rank is a member (ValueError before ``init()``)."""
+        me = _engine.rank()
+        if me < 0:
+            raise ValueError("threelc has not been initialized; use hvd.init().")
+        return me in self.ranks
+
+    def __str__(self) -> str:
+        return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
+
+    __repr__ = __str__
+
+
+global_process_set = ProcessSet([])
+global_process_set.process_set_id = 0
+
 
 # The sets this process registered, to be told at shutdown that their ids are gone.
 _registered: "weakref.WeakSet[ProcessSet]" = weakref.WeakSet()
@@ -41,7 +110,7 @@ def _check_new(process_set: ProcessSet, what: str) -> None:
 
 
 def _register(process_set: ProcessSet) -> ProcessSet:
-    with refusals():
+    with _refusals():
         process_set.process_set_id = _engine.add_process_set(process_set.ranks)
     _registered.add(process_set)
     return process_set
@@ -72,12 +141,12 @@ def remove_process_set(process_set: ProcessSet) -> bool:
         return False
     process_set._invalidate()
     _registered.discard(process_set)
-    with refusals():
+    with _refusals():
         _engine.remove_process_set(set_id)
     return True
 
 
-def process_set_list(process_sets) -> List[ProcessSet]:
+def _process_set_list(process_sets) -> List[ProcessSet]:
     """init()'s `process_sets` checked before the engine starts: None or "dynamic" (no sets),
     or ProcessSets with distinct ranks."""
     if process_sets is None or (isinstance(process_sets, str) and
@@ -96,7 +165,7 @@ def process_set_list(process_sets) -> List[ProcessSet]:
     return sets
 
 
-def register_at_init(sets: Sequence[ProcessSet]) -> None:
+def _register_at_init(sets: Sequence[ProcessSet]) -> None:
     """init()'s part, every rank alike once the engine runs: the global set's ranks, then the
     sets of `sets` in order (ids 1, 2, ... on a fresh engine). A set registered already (init()
     called again with it) is kept."""
@@ -110,7 +179,7 @@ def register_at_init(sets: Sequence[ProcessSet]) -> None:
         _register(ps)
 
 
-def forget_process_sets() -> None:
+def _forget_process_sets() -> None:
     """At shutdown: the engine's sets are gone, and so are the objects' ids."""
     for ps in list(_registered):
         ps._invalidate()

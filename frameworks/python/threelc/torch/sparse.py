@@ -12,7 +12,9 @@ import torch
 
 from .. import engine as _engine
 from ..engine import Average, Sum
-from .async_ops import Handle, allgather_parts, global_process_set, process_set_id
+from ._internal import allgather_parts, process_set_id
+from .handles import Handle
+from .process_sets import global_process_set
 
 
 # The indices are checked here (_check_bounds); torch from 2.0 on warns unless told whether
