@@ -1,7 +1,7 @@
 # The system libraries the build uses, each found with a message that names what to install
-# when it is missing: the Debian package (tools/setup.sh installs them all) and, for other
-# systems, the CMake variable that points at an installation (README.md, "Install with pip",
-# lists the packages of other distributions). Included by the top-level CMakeLists.txt.
+# when it is missing: the Debian package (tools/setup.sh installs the library's, tools/setup.sh
+# --tests the tests' too) and, for other systems, the CMake variable that points at an
+# installation (docs/INSTALL.md lists the packages of other distributions). Included by the top-level CMakeLists.txt.
 #
 # threelc_find_system_package(<package> DEBIAN <debian package> FOR <what needs it>
 #                             [OPTIONAL] [WITHOUT <how to build without it>]
@@ -17,8 +17,8 @@ macro(threelc_find_system_package threelc_package)
   if(NOT ${threelc_package}_FOUND)
     string(CONCAT threelc_find_text
       "${threelc_package} not found (${threelc_find_FOR}). On Debian or Ubuntu install "
-      "${threelc_find_DEBIAN} (apt-get install ${threelc_find_DEBIAN}, or tools/setup.sh, "
-      "which installs every package the build needs). Elsewhere install ${threelc_package}'s "
+      "${threelc_find_DEBIAN} (apt-get install ${threelc_find_DEBIAN}, or tools/setup.sh: "
+      "the library's packages, and with --tests the tests' and UCX's). Elsewhere install ${threelc_package}'s "
       "development files and, if CMake does not find them, give their prefix: "
       "-D${threelc_package}_ROOT=<prefix> (pip: -Ccmake.define.${threelc_package}_ROOT=<prefix>)")
     if(threelc_find_WITHOUT)
