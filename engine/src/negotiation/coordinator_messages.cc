@@ -130,7 +130,7 @@ std::string mismatch_message(const OpKey& key, std::string mismatch) {
 }
 
 std::string joined_message(const OpRequest& request, const std::vector<int32_t>& joined) {
-  return what(request) + " cannot run while rank(s) " + compact_ranks(joined) + " have joined";
+  return what(request) + " cannot run while " + ranks_with(joined, kHave) + " joined";
 }
 
 std::string process_set_change_message(OpKind kind, const std::string& reason) {
