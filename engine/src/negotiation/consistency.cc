@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "negotiation/process_sets.h"
+#include "observe/stall_inspector.h"
 
 namespace threelc::engine {
 
@@ -75,17 +76,7 @@ std::vector<Field> fields_of(OpKind kind) {
 
 }  // namespace
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::ostringstream out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out << (i ? ", " : "") << ranks[i];
-    if (j > i) out << '-' << ranks[j];
-    i = j + 1;
-  }
-  return out.str();
-}
+std::string rank_list(const std::vector<int>& ranks) { return compact_ranks(ranks); }
 
 std::optional<std::string> check_consistency(const std::string& name,
                                              const std::vector<std::optional<OpRequest>>& by_rank) {
@@ -108,8 +99,7 @@ std::optional<std::string> check_consistency(const std::string& name,
             << ':';
     bool first_group = true;
     for (const auto& [value, ranks] : ranks_by_value) {
-      message << (first_group ? " " : "; ") << (ranks.size() == 1 ? "rank " : "ranks ")
-              << rank_list(ranks) << " sent " << value;
+      message << (first_group ? " " : "; ") << ranks_text(ranks) << " sent " << value;
       first_group = false;
     }
     differs = true;

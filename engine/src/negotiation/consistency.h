@@ -16,7 +16,7 @@ namespace threelc::engine {
 std::optional<std::string> check_consistency(const std::string& name,
                                              const std::vector<std::optional<OpRequest>>& by_rank);
 
-// "0-2, 5" for ranks {0, 1, 2, 5}.
+// "0-2, 5" for ranks {0, 1, 2, 5} (compact_ranks, observe/stall_inspector.h).
 std::string rank_list(const std::vector<int>& ranks);
 
 }  // namespace threelc::engine

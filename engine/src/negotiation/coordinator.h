@@ -16,23 +16,24 @@
 // (never reused) unless a set with the same ranks exists, a remove fails the set's pending
 // tensors first. A submission in an unknown or removed set, or by a rank outside the set, fails
 // on that rank alone (THREELC_EINVAL).
+//
+// The policies live in files of their own, and this class runs them in their order each
+// cycle: pending_tensors (who submitted what), readiness (what is ready and what it runs as),
+// process_set_policy (the sets' rules), watchdog (the stall and deadlock timeouts) and
+// coordinator_messages (every text they write).
 #pragma once
 
 #include <chrono>
-#include <cstdint>
-#include <deque>
-#include <memory>
-#include <optional>
+#include <cstddef>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "negotiation/messages.h"
+#include "negotiation/pending_tensors.h"  // kJoinName, kJoinDisplayName
 #include "negotiation/process_sets.h"
+#include "negotiation/watchdog.h"
 
 namespace threelc::engine {
-
-class StallInspector;
 
 class Coordinator {
  public:
@@ -65,76 +66,15 @@ class Coordinator {
   const ProcessSetTable& process_sets() const { return sets_; }
 
  private:
-  struct Pending {
-    std::vector<std::optional<OpRequest>> by_rank;
-    int submitted = 0;
-    uint64_t order = 0;
-    Clock::time_point first;  // when its first submission arrived
-  };
-  // A tensor that failed by the stall timeout, remembered for a while per rank that had
-  // submitted it, so that the message about its counterpart can still name it.
-  struct TimedOut {
-    std::string name;  // as messages quote it
-    Clock::time_point when;
-  };
-  using ByOrder = std::vector<std::pair<uint64_t, OpKey>>;
-  // Which of the ranks a pending tensor needs have submitted it, have joined (standing in for
-  // it), or are missing.
-  struct Parties {
-    std::vector<int> submitted;
-    std::vector<int> joined;
-    std::vector<int> missing;
-  };
-  // The request of the lowest rank that submitted it (every pending tensor has one).
-  static const OpRequest& first_request(const Pending& pending);
-  // Why `rank` may not submit `request` (its process set is unknown or removed, or the rank
-  // is not a member): the error response failing it on that rank; nullopt when it may.
-  std::optional<Response> refusal(int rank, const OpRequest& request) const;
-  // The ranks that must submit a tensor of `key` (a process set's members; add and remove:
-  // every rank); nullopt when its set is gone.
-  std::optional<std::vector<int32_t>> expected_ranks(const OpKey& key, OpKind kind) const;
-  bool ready(const OpKey& key, const Pending& pending) const;
-  Response decide(const OpKey& key, const Pending& pending);
-  Response add_process_set(const OpRequest& request);
-  // The removal's responses: an error for each of the set's pending tensors, then the removal.
-  void remove_process_set(const OpKey& key, const Pending& pending, std::vector<Response>& out);
-  Parties parties(const OpKey& key, const Pending& pending) const;
-  std::vector<Response> time_out(Clock::time_point now);
-  // This cycle's deadlock check (`progressed`: something ran, failed or completed this cycle):
-  // the error responses failing every pending tensor once the deadlock timeout has passed.
-  std::vector<Response> break_deadlock(Clock::time_point now, bool progressed);
-  std::string deadlock_message(const ByOrder& by_order) const;
-  ByOrder pending_by_order() const;
-  std::string timeout_message(const OpKey& key, const Pending& pending, const ByOrder& by_order,
-                              Clock::time_point now) const;
-  std::string pending_hint(int rank, const OpKey& key, const ByOrder& by_order,
-                           Clock::time_point now) const;
-  std::vector<int32_t> joined_ranks() const;
-  void forget(const OpKey& key);
-
-  Pending& join_pending();
-  bool has_joined(size_t rank) const;
+  // A ready tensor's responses, appended to `out`.
+  void decide(const OpKey& key, std::vector<Response>& out);
 
   Options options_;
-  // By (process set, name); joins are kept apart.
-  std::unordered_map<OpKey, Pending, OpKeyHash> pending_;
-  std::vector<Response> refused_;  // this cycle's refusals (refusal())
   ProcessSetTable sets_;
-  Pending join_;
-  uint64_t next_order_ = 0;
-  int last_joined_ = -1;
+  PendingTensors pending_;         // refers to sets_
+  std::vector<Response> refused_;  // this cycle's refusals (refusal())
+  Watchdog watchdog_;
   int shutdown_rank_ = -1;
-  std::unique_ptr<StallInspector> stalls_;
-  std::vector<std::deque<TimedOut>> timed_out_;   // by rank: the last few of its tensors
-  std::vector<char> blocked_;                     // by rank: blocked this cycle
-  bool submitted_ = false;                        // something was submitted this cycle
-  std::optional<Clock::time_point> stuck_since_;  // the first cycle of an ongoing deadlock
 };
-
-// The name every rank's join travels under: empty, the one name no user tensor can have (an
-// empty name is replaced by a generated one), so joins never collide with tensors.
-inline constexpr const char* kJoinName = "";
-// How stall warnings and messages call it.
-inline constexpr const char* kJoinDisplayName = "(join)";
 
 }  // namespace threelc::engine

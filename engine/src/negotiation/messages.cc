@@ -1,5 +1,7 @@
 #include "negotiation/messages.h"
 
+#include <utility>
+
 #include "negotiation/response_cache.h"
 #include "negotiation/wire.h"
 
@@ -26,6 +28,16 @@ void check_end(const ByteReader& in) {
 }
 
 }  // namespace
+
+Response error_response(const OpRequest& request, int code, std::string message) {
+  Response r;
+  r.type = ResponseType::kError;
+  r.kind = request.kind;
+  r.tensors = {request};
+  r.error_code = code;
+  r.error_message = std::move(message);
+  return r;
+}
 
 void write_request(ByteWriter& out, const OpRequest& r) {
   out.str(r.name);

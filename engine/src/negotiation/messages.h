@@ -48,6 +48,10 @@ struct Response {
   int32_t assigned_set = 0;  // kAddProcessSet: the id of the new set
 };
 
+// The kError response failing `request` with `code` (a THREELC_E* code) and `message` on every
+// rank that sent it.
+Response error_response(const OpRequest& request, int code, std::string message);
+
 struct CycleResponse {
   std::vector<Response> responses;
   bool shutdown = false;  // every rank stops after executing these responses

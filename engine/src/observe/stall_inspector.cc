@@ -29,6 +29,10 @@ std::string compact_ranks(std::span<const int> ranks) {
   return out;
 }
 
+std::string ranks_text(std::span<const int> ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + compact_ranks(ranks);
+}
+
 StallInspector::StallInspector(Clock::duration warn_after, int size, size_t max_named)
     : warn_after_(warn_after), size_(size), max_named_(max_named) {
   if (size < 1) throw std::invalid_argument("StallInspector: size must be at least 1");
@@ -92,10 +96,7 @@ std::vector<std::string> StallInspector::check(Clock::time_point now) {
     std::string warning = "stall: tensor '" + name + "'";
     if (process_set != 0) warning += " of process set " + std::to_string(process_set);
     warning += " has waited " + format_seconds(now - pending.first);
-    warning += " for rank";
-    warning += (missing.size() == 1 ? " " : "s ") + compact_ranks(missing);
-    warning += " (submitted by rank";
-    warning += (present.size() == 1 ? " " : "s ") + compact_ranks(present);
+    warning += " for " + ranks_text(missing) + " (submitted by " + ranks_text(present);
     warning +=
         "); ranks submitting different tensors, or a rank that stopped submitting, hang the job";
     warnings.push_back(std::move(warning));

@@ -65,5 +65,7 @@ std::string format_seconds(StallInspector::Clock::duration duration);
 
 // Ascending ranks in compact form: {0, 1, 2, 3, 5, 7, 8} -> "0-3, 5, 7-8". Needs sorted input.
 std::string compact_ranks(std::span<const int> ranks);
+// "rank 3", "ranks 0-2, 5": how every message of rank 0's names a list of ranks (compact_ranks).
+std::string ranks_text(std::span<const int> ranks);
 
 }  // namespace threelc::engine
