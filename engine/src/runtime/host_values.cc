@@ -23,20 +23,6 @@ void HostValues::convert(ElementType from, const void* src, ElementType to, void
   }
 }
 
-void HostValues::zero(float* dst, size_t count) { std::memset(dst, 0, count * sizeof(float)); }
-
-void HostValues::scale(ElementType type, void* values, size_t count, double factor) {
-  scale_values(type, values, count, factor);
-}
-
-void HostValues::divide(ElementType type, void* values, size_t count, int divisor) {
-  divide_values(type, values, count, divisor);
-}
-
-float* HostValues::residual(const std::string& name, size_t count) {
-  return parts_.residuals.get(name, count).data();
-}
-
 LocalExchange* HostValues::local_exchange(CollectiveObserver* observer) {
   if (parts_.local != nullptr) parts_.local->observe(observer);
   return parts_.local;
