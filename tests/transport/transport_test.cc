@@ -1,7 +1,7 @@
 // Multi-process tests of the transports: real transport_probe processes on 127.0.0.1 with the
 // environment threelcrun would give them, plus hostile raw TCP clients. The TransportTest cases
-// run once per transport (THREELC_TRANSPORT=tcp, and ucx when the build has it); the
-// UcxTransportTest cases are about UCX's own behaviour (its transports, unreachable peers).
+// run once per transport (THREELC_TRANSPORT=tcp, and ucx when the build has it); UCX's own
+// behaviour is tested in ucx_transport_test.cc.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
@@ -24,115 +24,16 @@
 #include "../../transport/src/frame.h"
 #include "test_processes.h"
 #include "threelc/transport/transport.h"
+#include "transport_jobs.h"
 
 namespace {
 
 namespace ts = threelc::test_support;
-using ts::Clock;
-using ts::Env;
-
-struct Process {
-  pid_t pid = -1;
-  std::string log;  // stdout + stderr
-  int status = -1;
-  bool exited = false;
-};
-
-// A job of transport_probe ranks over `transport` whose ranks the test starts one by one, each
-// with its own environment overrides.
-class Job {
- public:
-  Job(int size, const std::string& name, const std::string& transport)
-      : size_(size), port_(ts::free_port()), name_(name), transport_(transport) {}
-
-  Env env(int rank) const {
-    Env vars = ts::rank_environment(rank, size_, port_, "s3cret-" + name_);
-    vars["THREELC_TIMEOUT"] = "10";
-    vars["THREELC_TRANSPORT"] = transport_;
-    return vars;
-  }
-
-  Process& spawn(int rank, const Env& overrides = {}) {
-    Env vars = env(rank);
-    for (const auto& [k, v] : overrides) vars[k] = v;
-    auto& process = processes_[rank];
-    process.log = ts::log_path("transport_" + name_, rank);
-    process.pid = ts::spawn_logged(TRANSPORT_PROBE_PATH, vars, process.log);
-    return process;
-  }
-
-  // A process that claims `rank` with `overrides` (e.g. a wrong secret), kept apart from the
-  // job's ranks: exit_code(), output() and wait_rank() know it as impostor(rank).
-  static int impostor(int rank) { return 1000 + rank; }
-  Process& spawn_impostor(int rank, const Env& overrides) {
-    Env vars = env(rank);
-    for (const auto& [k, v] : overrides) vars[k] = v;
-    auto& process = processes_[impostor(rank)];
-    process.log = ts::log_path("transport_" + name_ + "_impostor", rank);
-    process.pid = ts::spawn_logged(TRANSPORT_PROBE_PATH, vars, process.log);
-    return process;
-  }
-
-  // Waits for every spawned process up to `limit`; kills the rest. Returns false on a hang.
-  bool wait_all(std::chrono::seconds limit) {
-    const auto deadline = Clock::now() + limit;
-    bool hung = false;
-    for (auto& [rank, process] : processes_) {
-      if (process.exited) continue;
-      process.status = ts::wait_until(process.pid, deadline);
-      process.exited = true;
-      if (process.status == -1) {
-        hung = true;
-        ADD_FAILURE() << "rank " << rank << " hung:\n" << ts::read_file(process.log);
-      }
-    }
-    return !hung;
-  }
-
-  // Waits for one rank (reaping it: a dead rank left a zombie still looks alive to UCX's
-  // keepalive on shared memory, which checks that the peer's process exists).
-  void wait_rank(int rank, std::chrono::seconds limit) {
-    auto& process = processes_.at(rank);
-    if (process.exited) return;
-    process.status = ts::wait_until(process.pid, Clock::now() + limit);
-    process.exited = true;
-    if (process.status == -1) ADD_FAILURE() << "rank " << rank << " hung:\n" << output(rank);
-  }
-
-  void kill_rank(int rank) {
-    auto& process = processes_.at(rank);
-    if (process.exited) return;
-    ::kill(process.pid, SIGKILL);
-    process.status = ts::wait_until(process.pid, Clock::now() + std::chrono::seconds(10));
-    process.exited = true;
-  }
-
-  int exit_code(int rank) { return ts::exit_code(processes_.at(rank).status); }
-  std::string output(int rank) { return ts::read_file(processes_.at(rank).log); }
-  uint16_t port() const { return port_; }
-
-  ~Job() {
-    for (auto& [rank, process] : processes_) {
-      if (!process.exited && process.pid > 0) {
-        ::kill(process.pid, SIGKILL);
-        ::waitpid(process.pid, nullptr, 0);
-      }
-    }
-  }
-
- private:
-  int size_;
-  uint16_t port_;
-  std::string name_;
-  std::string transport_;
-  std::map<int, Process> processes_;
-};
-
-void expect_all_ok(Job& job, int size) {
-  for (int rank = 0; rank < size; ++rank) {
-    EXPECT_EQ(job.exit_code(rank), 0) << "rank " << rank << ":\n" << job.output(rank);
-  }
-}
+using transport_jobs::Clock;
+using transport_jobs::Env;
+using transport_jobs::expect_all_ok;
+using transport_jobs::expect_kill_named;
+using transport_jobs::Job;
 
 int connect_raw(uint16_t port, std::chrono::seconds limit) {
   const auto deadline = Clock::now() + limit;
@@ -356,25 +257,6 @@ TEST_P(TransportTest, HostileClientsAreDroppedWithoutDisturbingTheJob) {
   }
 }
 
-// Kills rank 1 of a 2-rank job mid-stream (probe mode "kill") with `env` added; checks that
-// rank 0's receive fails naming rank 1 within THREELC_TIMEOUT (5 s) and returns its output.
-std::string expect_kill_named(const std::string& transport, const std::string& name,
-                              const Env& extra) {
-  Job job(2, name, transport);
-  Env env{{"THREELC_PROBE_MODE", "kill"}, {"THREELC_TIMEOUT", "5"}};
-  for (const auto& [k, v] : extra) env[k] = v;
-  job.spawn(0, env);
-  job.spawn(1, env);
-  const auto start = Clock::now();
-  job.wait_rank(1, std::chrono::seconds(10));
-  EXPECT_TRUE(job.wait_all(std::chrono::seconds(20)));
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(12));
-  EXPECT_EQ(job.exit_code(0), 1) << job.output(0);
-  EXPECT_NE(job.output(0).find("ERROR (peer 1)"), std::string::npos) << job.output(0);
-  EXPECT_NE(job.output(0).find("rank 1"), std::string::npos) << job.output(0);
-  return job.output(0);
-}
-
 TEST_P(TransportTest, PeerKilledMidTransferIsNamed) { expect_kill_named(transport(), "kill", {}); }
 
 TEST_P(TransportTest, LongerMessageFailsOnlyItsReceiveNamingPeerTagAndSizes) {
@@ -458,127 +340,5 @@ TEST_P(TransportTest, WaitingForAPeerDoesNotSpinACore) {
   EXPECT_GE(waited, 1.5) << lines[0];
   EXPECT_LT(cpu, 0.25 * waited) << lines[0];
 }
-
-#ifdef THREELC_HAVE_UCX
-
-// UCX's own behaviour: which of its transports carry the data, and how their failures read.
-class UcxTransportTest : public ::testing::TestWithParam<std::string> {
- protected:
-  // UCX_TLS for the job: "" leaves UCX's default (shared memory between local ranks).
-  Env tls() const { return GetParam().empty() ? Env{} : Env{{"UCX_TLS", GetParam()}}; }
-  std::string label() const { return GetParam().empty() ? "default" : GetParam(); }
-};
-
-INSTANTIATE_TEST_SUITE_P(Tls, UcxTransportTest, ::testing::Values("", "tcp"),
-                         [](const ::testing::TestParamInfo<std::string>& param) {
-                           return param.param.empty() ? std::string("shm") : param.param;
-                         });
-
-TEST_P(UcxTransportTest, JobRunsOverTheSelectedTransports) {
-  Job job(3, "tls_" + label(), "ucx");
-  Env env = tls();
-  env["THREELC_TRANSPORT_DEBUG"] = "1";
-  for (int rank = 0; rank < 3; ++rank) job.spawn(rank, env);
-  ASSERT_TRUE(job.wait_all(std::chrono::seconds(30)));
-  expect_all_ok(job, 3);
-  for (int rank = 0; rank < 3; ++rank) {
-    // THREELC_TRANSPORT_DEBUG prints each endpoint's lanes (ucp_ep_print_info).
-    const std::string log = job.output(rank);
-    EXPECT_NE(log.find("UCX data channels to 2 ranks"), std::string::npos) << log;
-    if (GetParam().empty()) {
-      // Shared memory, although every endpoint asks for peer-failure handling.
-      EXPECT_TRUE(log.find("sysv/") != std::string::npos || log.find("posix/") != std::string::npos)
-          << log;
-      EXPECT_EQ(log.find("tcp/"), std::string::npos) << log;
-    } else {
-      EXPECT_NE(log.find("tcp/"), std::string::npos) << log;
-      EXPECT_EQ(log.find("sysv/"), std::string::npos) << log;
-    }
-  }
-}
-
-TEST_P(UcxTransportTest, PeerKilledMidTransferIsNamed) {
-  const std::string log = expect_kill_named("ucx", "ucx_kill_" + label(), tls());
-  // UCX finds it before THREELC_TIMEOUT (5 s) does: its keepalive (1 s rounds) on shared
-  // memory, the socket over tcp.
-  EXPECT_NE(log.find("ERROR (peer 1): threelc rank 0: connection to rank 1 failed: UCX reports"),
-            std::string::npos)
-      << log;
-}
-
-TEST(UcxUnreachableTest, PeerWithNoTransportInCommonIsNamed) {
-  // No UCX transport in common: rank 0 has only tcp, rank 1 only shared memory.
-  Job job(2, "unreachable", "ucx");
-  job.spawn(0, {{"UCX_TLS", "tcp"}});
-  job.spawn(1, {{"UCX_TLS", "sm"}});
-  ASSERT_TRUE(job.wait_all(std::chrono::seconds(30)));
-  for (int rank = 0; rank < 2; ++rank) {
-    const int peer = 1 - rank;
-    EXPECT_EQ(job.exit_code(rank), 1) << job.output(rank);
-    EXPECT_NE(job.output(rank).find("ERROR (peer " + std::to_string(peer) + "): threelc rank " +
-                                    std::to_string(rank) + ": cannot reach rank " +
-                                    std::to_string(peer) + " over UCX"),
-              std::string::npos)
-        << job.output(rank);
-  }
-}
-
-// The lanes of a 2-rank UCX job over UCX_TLS=tcp with `env` added, as the debug log prints them
-// ("tcp/lo.0"): the rank-0 log, after checking that both ranks succeeded.
-std::string tcp_lanes_of_job(const std::string& name, Env env) {
-  Job job(2, name, "ucx");
-  env["UCX_TLS"] = "tcp";
-  env["THREELC_TRANSPORT_DEBUG"] = "1";
-  for (int rank = 0; rank < 2; ++rank) job.spawn(rank, env);
-  EXPECT_TRUE(job.wait_all(std::chrono::seconds(30)));
-  expect_all_ok(job, 2);
-  return job.output(0);
-}
-
-// An up interface with an IPv4 address other than loopback (eth0), and that address; empty
-// when the host has none.
-struct Interface {
-  std::string name;
-  std::string address;
-};
-Interface other_interface() {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return {};
-  Interface found;
-  for (ifaddrs* it = list; it != nullptr && found.name.empty(); it = it->ifa_next) {
-    if (it->ifa_addr != nullptr && it->ifa_addr->sa_family == AF_INET &&
-        std::string(it->ifa_name) != "lo" && (it->ifa_flags & IFF_UP) != 0) {
-      char text[INET_ADDRSTRLEN];
-      const auto* in = reinterpret_cast<const sockaddr_in*>(it->ifa_addr);
-      if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) == nullptr) continue;
-      found = {it->ifa_name, text};
-    }
-  }
-  freeifaddrs(list);
-  return found;
-}
-
-TEST(UcxNetDevicesTest, ThreelcIfaceSteersUcxNetworkTraffic) {
-  // Left alone, UCX puts ranks of one host on loopback; THREELC_IFACE moves them, whether it
-  // names the interface or its address.
-  const Interface other = other_interface();
-  if (other.name.empty()) GTEST_SKIP() << "this host has no interface besides lo";
-  for (const std::string& iface : {other.name, other.address}) {
-    const std::string log = tcp_lanes_of_job("iface", {{"THREELC_IFACE", iface}});
-    EXPECT_NE(log.find("tcp/" + other.name + "."), std::string::npos) << iface << ":\n" << log;
-    EXPECT_EQ(log.find("tcp/lo."), std::string::npos) << iface << ":\n" << log;
-  }
-}
-
-TEST(UcxNetDevicesTest, UsersUcxNetDevicesWinsOverThreelcIface) {
-  const Interface other = other_interface();
-  if (other.name.empty()) GTEST_SKIP() << "this host has no interface besides lo";
-  const std::string log =
-      tcp_lanes_of_job("iface_user", {{"THREELC_IFACE", other.name}, {"UCX_NET_DEVICES", "lo"}});
-  EXPECT_NE(log.find("tcp/lo."), std::string::npos) << log;
-  EXPECT_EQ(log.find("tcp/" + other.name + "."), std::string::npos) << log;
-}
-
-#endif  // THREELC_HAVE_UCX
 
 }  // namespace
