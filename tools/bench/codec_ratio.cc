@@ -13,11 +13,6 @@ namespace codec_bench {
 
 namespace {
 
-using threelc::compression::DType;
-using threelc::compression::EncodedBlock;
-using threelc::compression::EncodeOptions;
-using threelc::compression::Isa;
-using threelc::compression::Values;
 namespace tc = threelc::compression;
 
 struct GradientFile {
@@ -64,7 +59,7 @@ bool open_gradients(const std::string& path, GradientFile* g) {
 int run_ratio(const Options& opt) {
   GradientFile file;
   if (!open_gradients(opt.gradients, &file)) return 1;
-  Isa isa = Isa::kAuto;
+  tc::Isa isa = tc::Isa::kAuto;
   if (opt.isa != "all" && !parse_isa(opt.isa, &isa)) {
     std::fprintf(stderr, "unknown --isa %s\n", opt.isa.c_str());
     return 2;
@@ -89,20 +84,20 @@ int run_ratio(const Options& opt) {
                        t);
           return 1;
         }
-        EncodedBlock result;
-        EncodeOptions eopt;
+        tc::EncodedBlock result;
+        tc::EncodeOptions eopt;
         eopt.sparsity = s;
         eopt.scale_tile = opt.scale_tile;
         eopt.isa = isa;
         const tc::Status status =
-            tc::encode(Values{values.data(), DType::kFloat32, n}, errors[t].data(), eopt,
+            tc::encode(tc::Values{values.data(), tc::DType::kFloat32, n}, errors[t].data(), eopt,
                        std::span<uint8_t>(block.data(), tc::max_block_bytes(n)), &result);
         if (!status.ok()) {
           std::fprintf(stderr, "encode: %s\n", status.message().c_str());
           return 1;
         }
         if (result.format == tc::Format::kRaw) ++raw_blocks;
-        // Values that decode to zero (the sparsity actually reached).
+        // tc::Values that decode to zero (the sparsity actually reached).
         if (result.format == tc::Format::kThreeLC && n != 0) {
           std::vector<float> decoded(n);
           if (!tc::decode(std::span<const uint8_t>(block.data(), result.bytes), n, decoded.data())
