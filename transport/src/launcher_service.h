@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "rank_prefix.h"
 #include "threelc/transport/transport.h"
 
 namespace threelc::transport::detail {
@@ -50,8 +51,6 @@ ServiceReply call_before(ServiceClock::time_point deadline, const std::string& w
                          std::function<ServiceReply()> call);
 
 // "threelc rank R: " for messages.
-inline std::string service_prefix(const Options& options) {
-  return "threelc rank " + std::to_string(options.rank) + ": ";
-}
+inline std::string service_prefix(const Options& options) { return rank_prefix(options.rank); }
 
 }  // namespace threelc::transport::detail

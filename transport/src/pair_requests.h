@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "rank_prefix.h"
 #include "request.h"
 #include "threelc/transport/transport.h"
 
@@ -44,7 +45,7 @@ class PairRequests {
         name_(std::move(name)),
         links_(std::move(links)) {}
 
-  std::string prefix() const { return "threelc rank " + std::to_string(self_) + ": "; }
+  std::string prefix() const { return rank_prefix(self_); }
 
   // The state of a caller's request: a wait on it that gives up closes the pair
   // (close_after_timeout), one that runs long asks the peer what it waits for (ask).

@@ -8,6 +8,7 @@
 #include <future>
 
 #include "host_address.h"
+#include "rank_prefix.h"
 #include "tcp.h"
 
 namespace threelc::transport::detail {
@@ -30,9 +31,8 @@ TcpContext::TcpContext(const Options& options, bool data_channels, TcpContextLin
 }
 
 TcpContext::~TcpContext() {
-  asio::post(io_, [this] {
-    close_all("threelc rank " + std::to_string(rank()) + ": the transport context was shut down");
-  });
+  asio::post(io_,
+             [this] { close_all(rank_prefix(rank()) + "the transport context was shut down"); });
   work_.reset();
   {
     std::unique_lock lock(stopped_mutex_);
@@ -77,8 +77,8 @@ Pair& TcpContext::control(int peer) {
   if (rank() == 0) {
     check_peer(peer, "control");
   } else if (peer != 0) {
-    throw Error(peer, "threelc rank " + std::to_string(rank()) +
-                          ": control channels exist only to the coordinator (rank 0), not rank " +
+    throw Error(peer, rank_prefix(rank()) +
+                          "control channels exist only to the coordinator (rank 0), not rank " +
                           std::to_string(peer));
   }
   return *control_[static_cast<size_t>(peer)];
@@ -138,9 +138,9 @@ asio::awaitable<void> TcpContext::close_after(std::shared_ptr<std::vector<Reques
 
 void TcpContext::check_peer(int peer, const char* what) const {
   if (peer < 0 || peer >= size() || peer == rank()) {
-    throw Error(peer, "threelc rank " + std::to_string(rank()) + ": no " + what +
-                          " channel to rank " + std::to_string(peer) + " in a job of " +
-                          std::to_string(size()) + " ranks");
+    throw Error(peer, rank_prefix(rank()) + "no " + what + " channel to rank " +
+                          std::to_string(peer) + " in a job of " + std::to_string(size()) +
+                          " ranks");
   }
 }
 

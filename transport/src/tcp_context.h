@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "rank_prefix.h"
 #include "tcp.h"
 #include "tcp_handshake.h"
 #include "tcp_pair.h"
@@ -54,7 +55,7 @@ class TcpContext final : public Context {
   };
 
   void check_peer(int peer, const char* what) const;
-  std::string prefix() const { return "threelc rank " + std::to_string(rank()) + ": "; }
+  std::string prefix() const { return rank_prefix(rank()); }
   void log(const std::string& message) const;
   // host:port, [v6-address]:port.
   std::string coordinator_text() const;

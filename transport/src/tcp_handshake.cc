@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "payload_bytes.h"
+#include "rank_prefix.h"
 #include "threelc/transport/transport.h"
 
 namespace threelc::transport::detail {
@@ -19,9 +20,7 @@ Mac proof(const std::string& secret, std::string_view label, std::span<const std
   return hmac_sha256(secret, label, parts);
 }
 
-std::string prefix(const HandshakeSelf& self) {
-  return "threelc rank " + std::to_string(self.rank) + ": ";
-}
+std::string prefix(const HandshakeSelf& self) { return rank_prefix(self.rank); }
 
 }  // namespace
 

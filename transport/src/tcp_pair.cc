@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include "rank_prefix.h"
 
 namespace threelc::transport::detail {
 
@@ -19,8 +20,8 @@ std::string channel_name(int self, int peer, bool control) {
 }
 
 std::string reserved_tag_error(int self, uint32_t tag) {
-  return "threelc rank " + std::to_string(self) + ": tag " + std::to_string(tag) +
-         " is reserved (tags from " + std::to_string(kFirstReservedTag) +
+  return rank_prefix(self) + "tag " + std::to_string(tag) + " is reserved (tags from " +
+         std::to_string(kFirstReservedTag) +
          " up carry the transport's stop notices and wait queries)";
 }
 }  // namespace

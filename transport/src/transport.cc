@@ -8,6 +8,7 @@
 #include "settings.h"
 #include "tcp.h"
 #ifdef THREELC_HAVE_UCX
+#include "rank_prefix.h"
 #include "ucx.h"
 #endif
 
@@ -122,7 +123,7 @@ size_t Request::wait() {
 }
 
 std::unique_ptr<Context> connect(const Options& requested) {
-  const std::string who = "threelc rank " + std::to_string(requested.rank) + ": ";
+  const std::string who = rank_prefix(requested.rank);
   if (requested.size < 1 || requested.rank < 0 || requested.rank >= requested.size) {
     throw Error(-1, who + "rank " + std::to_string(requested.rank) + " is not in a job of " +
                         std::to_string(requested.size) + " ranks");

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "rank_prefix.h"
 #include "tcp.h"
 #include "threelc/transport/transport.h"
 #include "ucx_pair.h"
@@ -44,7 +45,7 @@ class UcxContext final : public Context {
   void stop(const std::string& reason) override;
 
  private:
-  std::string prefix() const { return "threelc rank " + std::to_string(rank()) + ": "; }
+  std::string prefix() const { return rank_prefix(rank()); }
   void log(const std::string& message) const;
   // Every rank's worker address, indexed by rank (rank 0 collects them and sends the table).
   std::vector<std::vector<std::byte>> exchange_addresses();

@@ -81,8 +81,6 @@ class Stats : public CollectiveObserver {
   const std::map<std::string, Totals, std::less<>>& by_kind() const { return by_kind_; }
   const Totals& compressed() const { return compressed_; }
   const Totals& uncompressed() const { return uncompressed_; }
-  uint64_t feedback_runaways() const { return feedback_runaways_; }
-  uint64_t non_finite_steps() const { return non_finite_steps_; }
   // The ratio described above; 0 when nothing compressed was sent.
   double compression_ratio() const;
 
