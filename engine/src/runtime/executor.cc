@@ -9,6 +9,7 @@
 #include "collectives/broadcast.h"
 #include "collectives/reduce_ops.h"
 #include "collectives/reducescatter.h"
+#include "engine_error.h"
 #include "negotiation/process_sets.h"
 
 namespace threelc::engine {
@@ -35,6 +36,11 @@ std::vector<int64_t> with_rows(const std::vector<int64_t>& shape, int64_t rows) 
 
 Executor::Executor(transport::Context& context, const ExecutorOptions& options)
     : context_(context), options_(options), feedback_(options.feedback_limit, context.rank()) {
+  if (context_.size() > kMaxRanks) {
+    throw EngineError(THREELC_EINVAL, "a job of " + std::to_string(context_.size()) +
+                                          " ranks: the engine's collectives take at most " +
+                                          std::to_string(kMaxRanks) + " ranks");
+  }
   if (options_.hierarchical) {
     local_ranks_ = std::make_unique<RankSubset>(context_, options_.hierarchical->local);
     cross_ranks_ = std::make_unique<RankSubset>(context_, options_.hierarchical->cross);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -45,8 +46,11 @@ struct ExecutorOptions {
   std::optional<HostGroups> hierarchical;
 };
 
-// Tags of the data channels, one range per collective (a collective with N ranks uses
-// tag .. tag + N).
+// Tags of the data channels, one window per collective: a collective with N ranks uses tag ..
+// tag + N (tag + 2 .. tag + N + 2 for the hierarchical cross sum), so a job may have at most
+// kMaxRanks ranks for one collective's tags to stay inside its window.
+inline constexpr uint32_t kTagWindow = 0x10000;
+inline constexpr int kMaxRanks = static_cast<int>(kTagWindow) - 3;
 inline constexpr uint32_t kPushPullTag = 0x1000;
 inline constexpr uint32_t kRingAllreduceTag = 0x20000;
 inline constexpr uint32_t kRawAllreduceTag = 0x30000;
@@ -59,6 +63,17 @@ inline constexpr uint32_t kNcclBootstrapTag = 0x80000;  // NCCL's unique id, fro
 // (tag + 2 ..); the local NCCL communicator's unique id on its own tag.
 inline constexpr uint32_t kHierarchicalTag = 0x90000;
 inline constexpr uint32_t kHierarchicalNcclTag = 0xA0000;
+inline constexpr uint32_t kTagsInOrder[] = {
+    kPushPullTag,     kRingAllreduceTag,   kRawAllreduceTag, kBroadcastTag,
+    kAllgatherTag,    kReducescatterTag,   kAlltoallTag,     kNcclBootstrapTag,
+    kHierarchicalTag, kHierarchicalNcclTag};
+constexpr bool tag_windows_apart() {
+  for (size_t i = 1; i < std::size(kTagsInOrder); ++i) {
+    if (kTagsInOrder[i] - kTagsInOrder[i - 1] < kTagWindow) return false;
+  }
+  return true;
+}
+static_assert(tag_windows_apart(), "every collective's tags need a window of kTagWindow");
 
 class Executor {
  public:
