@@ -93,7 +93,20 @@ class TcpContext final : public Context {
   void open_data_listener(const std::string& host);
 
   // --- the rendezvous (tcp_rendezvous.cc) ---
+  // Every rank's data listener, by rank.
+  using AddressTable = std::vector<std::pair<std::string, uint16_t>>;
   asio::awaitable<void> rendezvous();
+  // Rank 0: the control listener, the data listener, then every rank's arrival; fills `table`.
+  asio::awaitable<void> coordinate(AddressTable& table, Clock::time_point deadline);
+  // Rank 0: waits for every rank to arrive; the failure that ends the job, or "".
+  asio::awaitable<std::string> await_arrivals(Clock::time_point deadline);
+  // Rank 0: sends every arrived rank the table or `failure`, then keeps their control pairs.
+  asio::awaitable<void> send_table(AddressTable& table, const std::string& failure);
+  // Ranks > 0: joins the coordinator and reads the table from it.
+  asio::awaitable<void> join_coordinator(AddressTable& table, Clock::time_point deadline);
+  // Every rank: connects to the ranks above it and accepts from those below, then starts the
+  // control pairs.
+  asio::awaitable<void> open_data_channels(const AddressTable& table);
   asio::awaitable<void> connect_data(int peer, std::pair<std::string, uint16_t> address,
                                      Clock::time_point deadline);
   // Waits until `done()` or `deadline`; wake_->cancel() re-checks early.
