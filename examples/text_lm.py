@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 TEXT_DIR = Path("/usr/share/doc/python3/html/_sources")
-INSTALL_HINT = "install the Debian package python3-doc (tools/setup.sh does)"
+INSTALL_HINT = "install the Debian package python3-doc (tools/setup.sh --tests does)"
 CONTEXT = 128
 VOCAB = 256
 SIZES = {"small": dict(n_layer=4, n_embd=192, n_head=4),

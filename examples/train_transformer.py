@@ -22,7 +22,7 @@ Rank 0 prints progress and the validation loss every --eval-every steps; the las
 JSON object with val_loss, perplexity, the bytes each rank sent, the compression ratio (what an
 uncompressed push_pull of the float32 gradients would have sent over what was sent: the
 engine's statistics) and the run's settings. Needs transformers (build/venv-torch2 has it:
-tools/torch2_venv.sh) and the Debian package python3-doc (tools/setup.sh).
+tools/torch2_venv.sh) and the Debian package python3-doc (tools/setup.sh --tests).
 """
 
 from __future__ import annotations

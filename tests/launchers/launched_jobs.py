@@ -49,7 +49,7 @@ def require(binaries: dict[str, str], libraries: dict[str, str] = None,
         absent = [b for b, p in found.items() if p is None]
         absent += [pattern for pattern in libraries or {} if not glob.glob(pattern)]
         why = (f"missing {', '.join(absent)}: install the Debian package(s) "
-               f"{' '.join(missing)} (tools/setup.sh does)")
+               f"{' '.join(missing)} (tools/setup.sh --tests does)")
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI: {why}", pytrace=False)
         pytest.skip(why, allow_module_level=True)

@@ -30,7 +30,7 @@ import pytest
 from launched_jobs import require
 from threelc.launcher.environment import free_port
 
-# binary -> the Debian package that has it (tools/setup.sh installs them)
+# binary -> the Debian package that has it (tools/setup.sh --tests installs them)
 DAEMONS = {"mungekey": "munge", "munged": "munge", "munge": "munge", "unmunge": "munge",
            "slurmctld": "slurmctld", "slurmd": "slurmd"}
 CLIENTS = {"srun": "slurm-client", "sbatch": "slurm-client", "sinfo": "slurm-client",

@@ -5,7 +5,7 @@ other rank; a job with no wire-up service (--mpi=none) says what to set.
 
 Each job runs on a throwaway single-node cluster (slurm_cluster.py) and is bounded.
 
-Run (as root, with tools/setup.sh's Slurm packages):
+Run (as root, with tools/setup.sh --tests's Slurm packages):
 PYTHONPATH=frameworks/python /usr/bin/python3 -m pytest -q tests/launchers/test_srun.py
 """
 

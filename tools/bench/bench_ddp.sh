@@ -25,7 +25,7 @@ example="$root/examples/train_fashion_mnist_ddp.py"
 die() { echo "bench_ddp: $*" >&2; exit 1; }
 [[ $np =~ ^[0-9]+$ ]] && ((np >= 1)) || die "NP=$np is not a number of ranks"
 [[ $epochs =~ ^[0-9]+$ ]] && ((epochs >= 1)) || die "EPOCHS=$epochs is not a number of epochs"
-[[ -x $torchrun ]] || die "torchrun not found ($torchrun): tools/setup.sh installs python3-torch"
+[[ -x $torchrun ]] || die "torchrun not found ($torchrun): tools/setup.sh --tests installs python3-torch"
 command -v ss >/dev/null || [[ -x /usr/bin/ss || -x /bin/ss ]] ||
   die "ss not found: the bytes sent are measured with it (apt-get install iproute2)"
 library=${THREELC_LIBRARY:-$root/build/lib/libthreelc.so}

@@ -7,7 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 np=${1:-2}
 shift || true
-command -v iperf3 >/dev/null || { echo "ring_vs_iperf3: iperf3 is not installed (tools/setup.sh)" >&2; exit 1; }
+command -v iperf3 >/dev/null || { echo "ring_vs_iperf3: iperf3 is not installed (tools/setup.sh --tests)" >&2; exit 1; }
 
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -24,7 +24,7 @@ run="$root/tools/threelcrun"
 python=/usr/bin/python3
 [[ -x "$bench" ]] || { echo "ucx_vs_tcp: build $bench first (tools/build.sh)" >&2; exit 1; }
 command -v ucx_perftest >/dev/null ||
-  { echo "ucx_vs_tcp: ucx_perftest is not installed (ucx-utils, tools/setup.sh)" >&2; exit 1; }
+  { echo "ucx_vs_tcp: ucx_perftest is not installed (ucx-utils, tools/setup.sh --tests)" >&2; exit 1; }
 
 sizes_list=${SIZES:-1 16 100}
 ranks_list=${RANKS:-2 4}

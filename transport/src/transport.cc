@@ -145,7 +145,7 @@ std::unique_ptr<Context> connect(const Options& requested) {
     throw Error(-1, who +
                         "THREELC_TRANSPORT=ucx: this build of threelc has no UCX transport: UCX "
                         "(libucx-dev) was not found when it was configured; install it "
-                        "(tools/setup.sh does) and rebuild, or use THREELC_TRANSPORT=tcp");
+                        "(tools/setup.sh --tests does) and rebuild, or use THREELC_TRANSPORT=tcp");
 #endif
   }
   throw Error(-1, who + ::threelc::settings::refusal(detail::setting("THREELC_TRANSPORT"),
