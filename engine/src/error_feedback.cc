@@ -24,9 +24,28 @@ std::span<float> ErrorFeedbackStore::get(const std::string& name, size_t count) 
   return it->second;
 }
 
+std::optional<std::vector<float>> ErrorFeedbackStore::take(const std::string& name, size_t count) {
+  auto it = buffers_.find(name);
+  if (it == buffers_.end() || it->second.size() != count) return std::nullopt;
+  std::vector<float> values = std::move(it->second);
+  buffers_.erase(it);
+  return values;
+}
+
+void ErrorFeedbackStore::add_holder(ResidualHolder* holder) {
+  std::lock_guard lock(mutex_);
+  holders_.push_back(holder);
+}
+
+void ErrorFeedbackStore::remove_holder(ResidualHolder* holder) {
+  std::lock_guard lock(mutex_);
+  std::erase(holders_, holder);
+}
+
 void ErrorFeedbackStore::drop(std::string_view prefix) {
   std::lock_guard lock(mutex_);
   std::erase_if(buffers_, [&](const auto& entry) { return entry.first.starts_with(prefix); });
+  for (ResidualHolder* holder : holders_) holder->forget(prefix);
 }
 
 std::string feedback_prefix(int32_t process_set) {
@@ -41,9 +60,11 @@ size_t ErrorFeedbackStore::save(std::string_view prefix, uint32_t rank, uint32_t
                                 std::span<std::byte> out) {
   std::lock_guard lock(mutex_);
   if (incomplete_) throw EngineError(THREELC_EPEER, kIncomplete);
+  // A name lives in one place: the store until a holder's first use takes it, then the holder.
+  std::unordered_map<std::string, std::vector<float>> held;
+  for (ResidualHolder* holder : holders_) holder->copy_out(prefix, held);
   std::vector<FeedbackEntryView> entries;
-  for (const auto& [name, values] : buffers_) {
-    if (!name.starts_with(prefix)) continue;
+  auto add = [&](const std::string& name, std::span<const float> values) {
     const std::string problem = feedback_name_problem(name);
     if (!problem.empty()) {
       throw EngineError(THREELC_EINVAL, "the error feedback of tensor " + quoted(name) +
@@ -51,6 +72,10 @@ size_t ErrorFeedbackStore::save(std::string_view prefix, uint32_t rank, uint32_t
                                             " (pass a prefix that leaves it out)");
     }
     entries.push_back({name, values});
+  };
+  for (const auto& [name, values] : held) add(name, values);
+  for (const auto& [name, values] : buffers_) {
+    if (name.starts_with(prefix) && !held.contains(name)) add(name, values);
   }
   std::sort(entries.begin(), entries.end(),
             [](const FeedbackEntryView& a, const FeedbackEntryView& b) { return a.name < b.name; });
@@ -87,6 +112,7 @@ void ErrorFeedbackStore::load(std::string_view prefix, uint32_t rank, uint32_t j
   buffers_.reserve(buffers_.size() + incoming.size());
   std::erase_if(buffers_, [&](const auto& entry) { return entry.first.starts_with(prefix); });
   buffers_.merge(incoming);
+  for (ResidualHolder* holder : holders_) holder->forget(prefix);
 }
 
 }  // namespace threelc::engine

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,6 +17,20 @@
 #include <vector>
 
 namespace threelc::engine {
+
+// Residuals kept in other memory than the store's own (a CUDA device's: gpu/device_memory.h),
+// which checkpoints save and load with the store's. Called only under the store's mutex, so
+// never while a compressed allreduce writes them.
+class ResidualHolder {
+ public:
+  virtual ~ResidualHolder() = default;
+  // Host copies of the buffers whose names start with `prefix`, added to `into`.
+  virtual void copy_out(std::string_view prefix,
+                        std::unordered_map<std::string, std::vector<float>>& into) = 0;
+  // Forgets the buffers whose names start with `prefix`: a load replaced them (the next use
+  // takes the loaded values from the store, take()), or their process set was removed.
+  virtual void forget(std::string_view prefix) = 0;
+};
 
 class ErrorFeedbackStore {
  public:
@@ -48,20 +63,30 @@ class ErrorFeedbackStore {
   // A store shared between threads is only used under an Update.
   std::span<float> get(const std::string& name, size_t count);
 
+  // The store's buffer of `name` when it has `count` elements, moved out of the store (nullopt
+  // otherwise): a holder's first use of a name takes what a load left here. Under an Update.
+  std::optional<std::vector<float>> take(const std::string& name, size_t count);
+
+  // Holders whose residuals save(), load() and drop() cover too; a holder is removed before it
+  // is destroyed. Both take the mutex.
+  void add_holder(ResidualHolder* holder);
+  void remove_holder(ResidualHolder* holder);
+
   bool contains(const std::string& name) const { return buffers_.count(name) != 0; }
-  // Forgets every buffer whose name starts with `prefix` (a removed process set's), under the
-  // mutex like save and load.
+  // Forgets every buffer whose name starts with `prefix` (a removed process set's), the
+  // holders' too, under the mutex like save and load.
   void drop(std::string_view prefix);
   size_t size() const { return buffers_.size(); }
   void clear() { buffers_.clear(); }
 
-  // The blob (docs/WIRE_FORMAT.md) of the buffers whose names start with `prefix`, sorted by
-  // name, with `rank` and `job_size` in its header: written into `out` when it fits, and its
-  // length returned either way. Throws EngineError: THREELC_EINVAL for a name the blob cannot
-  // hold (naming the tensor), THREELC_EPEER when the residuals are incomplete.
+  // The blob (docs/WIRE_FORMAT.md) of the buffers whose names start with `prefix`, the store's
+  // and its holders', sorted by name, with `rank` and `job_size` in its header: written into `out`
+  // when it fits, and its length returned either way. Throws EngineError: THREELC_EINVAL for a name
+  // the blob cannot hold (naming the tensor), THREELC_EPEER when the residuals are incomplete.
   size_t save(std::string_view prefix, uint32_t rank, uint32_t job_size, std::span<std::byte> out);
   // Replaces the buffers whose names start with `prefix` by the blob's (names under the prefix
-  // that the blob lacks are dropped). Throws EngineError: THREELC_EMALFORMED for a malformed
+  // that the blob lacks are dropped); the holders forget theirs, and take the blob's values on
+  // their next use. Throws EngineError: THREELC_EMALFORMED for a malformed
   // blob (naming the field and offset), THREELC_EINVAL for a blob of another rank or job size
   // or holding a name outside `prefix`, THREELC_EPEER when the residuals are incomplete. On any
   // error nothing changes.
@@ -72,6 +97,7 @@ class ErrorFeedbackStore {
   std::mutex mutex_;
   bool incomplete_ = false;  // a collective failed while writing the buffers
   std::unordered_map<std::string, std::vector<float>> buffers_;
+  std::vector<ResidualHolder*> holders_;
 };
 
 // The name a tensor's residual is kept under: `name` in the global set (0), else

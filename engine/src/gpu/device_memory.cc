@@ -1,8 +1,10 @@
 #include "gpu/device_memory.h"
 
 #include <utility>
+#include <vector>
 
 #include "gpu/cuda_error.h"
+#include "gpu/current_device.h"
 
 namespace threelc::engine::gpu {
 
@@ -31,15 +33,41 @@ void* DeviceBuffer::reserve(size_t bytes) {
   return data_;
 }
 
-float* DeviceResiduals::get(const std::string& name, size_t count, cudaStream_t stream) {
+float* DeviceResiduals::get(const std::string& name, size_t count, ErrorFeedbackStore& store) {
   auto [it, inserted] = buffers_.try_emplace(name);
   Entry& entry = it->second;
   if (inserted || entry.count != count) {
     void* data = entry.buffer.reserve(count * sizeof(float));
-    check_cuda(cudaMemsetAsync(data, 0, count * sizeof(float), stream), "zeroing a residual");
+    const size_t bytes = count * sizeof(float);
+    if (const auto loaded = store.take(name, count)) {
+      check_cuda(cudaMemcpyAsync(data, loaded->data(), bytes, cudaMemcpyHostToDevice, stream_),
+                 "copying a loaded residual to the device");
+      // The host copy goes with this scope: the copy must be done by then.
+      check_cuda(cudaStreamSynchronize(stream_), "copying a loaded residual to the device");
+    } else {
+      check_cuda(cudaMemsetAsync(data, 0, bytes, stream_), "zeroing a residual");
+    }
     entry.count = count;
   }
   return static_cast<float*>(entry.buffer.data());
+}
+
+void DeviceResiduals::copy_out(std::string_view prefix,
+                               std::unordered_map<std::string, std::vector<float>>& into) {
+  const CurrentDevice current(device_);
+  check_cuda(cudaStreamSynchronize(stream_), "waiting for the residuals' stream");
+  for (const auto& [name, entry] : buffers_) {
+    if (!name.starts_with(prefix)) continue;
+    std::vector<float>& values = into[name];
+    values.resize(entry.count);
+    check_cuda(cudaMemcpy(values.data(), entry.buffer.data(), entry.count * sizeof(float),
+                          cudaMemcpyDeviceToHost),
+               "copying a residual to the host");
+  }
+}
+
+void DeviceResiduals::forget(std::string_view prefix) {
+  std::erase_if(buffers_, [&](const auto& entry) { return entry.first.starts_with(prefix); });
 }
 
 }  // namespace threelc::engine::gpu

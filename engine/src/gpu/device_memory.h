@@ -5,7 +5,11 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
+
+#include "error_feedback.h"
 
 namespace threelc::engine::gpu {
 
@@ -30,14 +34,27 @@ class DeviceBuffer {
 };
 
 // The error-feedback memory of CUDA tensors: one fp32 buffer per tensor name on the device,
-// zeroed (on `stream`) on first use and when the name comes back with another element count,
-// as ErrorFeedbackStore does on the host.
-class DeviceResiduals {
+// zeroed on first use and when the name comes back with another element count, as
+// ErrorFeedbackStore does on the host, unless the store holds that name's values from a
+// checkpoint (a load): those are copied in. The store it is added to (add_holder) saves and
+// loads these buffers with its own.
+class DeviceResiduals final : public ResidualHolder {
  public:
-  float* get(const std::string& name, size_t count, cudaStream_t stream);
+  // Work on the buffers runs on `stream` of `device`.
+  DeviceResiduals(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+
+  // Under an ErrorFeedbackStore::Update of `store`.
+  float* get(const std::string& name, size_t count, ErrorFeedbackStore& store);
   size_t size() const { return buffers_.size(); }
 
+  // ResidualHolder, from any thread: copy_out waits for the work queued on the stream.
+  void copy_out(std::string_view prefix,
+                std::unordered_map<std::string, std::vector<float>>& into) override;
+  void forget(std::string_view prefix) override;
+
  private:
+  int device_;
+  cudaStream_t stream_;
   struct Entry {
     size_t count = 0;
     DeviceBuffer buffer;

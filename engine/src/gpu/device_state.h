@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "error_feedback.h"
 #include "gpu/device_memory.h"
 #include "gpu/gpu.h"
 #include "gpu/nccl.h"
@@ -15,7 +16,9 @@
 namespace threelc::engine::gpu {
 
 struct DeviceState {
-  explicit DeviceState(int device_ordinal);  // throws EngineError
+  // Its residuals are saved and loaded with `store`'s (a holder of it while it lives).
+  // Throws EngineError.
+  DeviceState(int device_ordinal, ErrorFeedbackStore& store);
   ~DeviceState();
   DeviceState(const DeviceState&) = delete;
   DeviceState& operator=(const DeviceState&) = delete;
@@ -27,6 +30,7 @@ struct DeviceState {
   compression::cuda::Workspace workspace;
   std::unique_ptr<NcclComm> nccl;
   std::unique_ptr<NcclComm> local_nccl;  // THREELC_HIERARCHICAL: among this host's ranks
+  ErrorFeedbackStore& feedback;          // the host's residuals, which loads leave for `residuals`
 };
 
 }  // namespace threelc::engine::gpu

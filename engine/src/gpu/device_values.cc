@@ -53,7 +53,7 @@ void DeviceValues::divide(ElementType type, void* values, size_t count, int divi
 }
 
 float* DeviceValues::residual(const std::string& name, size_t count) {
-  return device_.residuals.get(name, count, device_.stream);
+  return device_.residuals.get(name, count, device_.feedback);
 }
 
 LocalExchange* DeviceValues::local_exchange(CollectiveObserver* /*observer*/) {
