@@ -47,6 +47,7 @@ def clean_env(extra=None) -> dict:
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["THREELC_START_TIMEOUT"] = "30"
     env["THREELC_TIMEOUT"] = "60"
+    env["THREELC_DEADLOCK_TIMEOUT"] = "60"  # as long as THREELC_TIMEOUT, which set it before
     env.update(extra or {})
     return env
 
