@@ -21,7 +21,26 @@ bool equals_ignoring_case(std::string_view a, std::string_view b) {
   return true;
 }
 
+// `value` in units of 1/`per` (seconds to milliseconds: 1000), rounded up. The factor absorbs
+// the binary error of a decimal that names a whole unit exactly (1.1 s is 1100 ms, not 1101);
+// a positive value below one unit still becomes 1.
+long long whole_units_up(double value, double per) {
+  return static_cast<long long>(std::ceil(value * per * (1.0 - 1e-12)));
+}
+
 }  // namespace
+
+bool Range::contains(double value) const {
+  if (low_open ? value <= low : value < low) return false;
+  if (high_open ? value >= high : value > high) return false;
+  return true;
+}
+
+std::optional<uint64_t> parse_integer(std::string_view text, uint64_t min, uint64_t max) {
+  const auto value = parse_integer(text, max);
+  if (!value || *value < min) return std::nullopt;
+  return value;
+}
 
 std::optional<uint64_t> parse_integer(std::string_view text, uint64_t max) {
   if (text.empty() || !std::isdigit(static_cast<unsigned char>(text.front()))) return std::nullopt;
@@ -63,6 +82,24 @@ std::optional<double> parse_number(std::string_view text) {
     return std::nullopt;
   }
   return value;
+}
+
+std::optional<double> parse_number(std::string_view text, Range range) {
+  const auto value = parse_number(text);
+  if (!value || !range.contains(*value)) return std::nullopt;
+  return value;
+}
+
+std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text, Range range) {
+  const auto seconds = parse_number(text, range);
+  if (!seconds) return std::nullopt;
+  return std::chrono::milliseconds(whole_units_up(*seconds, 1000.0));
+}
+
+std::optional<std::chrono::microseconds> parse_milliseconds(std::string_view text, Range range) {
+  const auto ms = parse_number(text, range);
+  if (!ms) return std::nullopt;
+  return std::chrono::microseconds(whole_units_up(*ms, 1000.0));
 }
 
 std::optional<bool> parse_flag(std::string_view text) {

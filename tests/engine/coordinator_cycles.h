@@ -61,8 +61,7 @@ using Names = std::vector<std::string>;
 
 inline te::Coordinator::Options options(int size, size_t fusion = 0,
                                         Clock::duration stall = Clock::duration::zero()) {
-  te::Coordinator::Options o;
-  o.size = size;
+  te::Coordinator::Options o = te::Coordinator::Options::from(te::EngineSettings(), size);
   o.fusion_threshold = fusion;
   o.stall_warning = stall;
   return o;

@@ -1,6 +1,6 @@
 // The Coordinator's deadlock detection: when every rank that has not joined reports a thread
-// blocked waiting for its operations and nothing runs for the deadlock timeout (THREELC_TIMEOUT),
-// every pending tensor fails, naming what each rank waits for.
+// blocked waiting for its operations and nothing runs for the deadlock timeout
+// (THREELC_DEADLOCK_TIMEOUT), every pending tensor fails, naming what each rank waits for.
 #include <gtest/gtest.h>
 
 #include "coordinator_cycles.h"
@@ -42,7 +42,8 @@ TEST(CoordinatorDeadlock, FailsEveryPendingTensorAfterTheTimeoutNamingWhatEachRa
   EXPECT_EQ(out.responses[1].kind, te::OpKind::kBarrier);
   const std::string expected =
       "deadlock: every rank has been blocked waiting for operations that cannot run for 3.0 s "
-      "(THREELC_TIMEOUT): rank 0 waits for allgather of tensor 'x' (submitted by rank 0, not by "
+      "(THREELC_DEADLOCK_TIMEOUT): rank 0 waits for allgather of tensor 'x' (submitted by rank 0, "
+      "not by "
       "rank 1); rank 1 waits for barrier (submitted by rank 1, not by rank 0)";
   for (const te::Response& r : out.responses) {
     EXPECT_EQ(r.type, te::ResponseType::kError);
@@ -122,11 +123,12 @@ TEST(CoordinatorDeadlock, JoinedRanksNeedNotBeBlockedAndProcessSetsCountTheirMem
   EXPECT_TRUE(cycle_blocked(c, {{}, {}, {}}, {true, true, false}, t0 + 2s).responses.empty());
   const auto out = cycle_blocked(c, {{}, {}, {}}, {true, true, false}, t0 + 4s);
   ASSERT_EQ(names_of(out), (Names{"s", "g"}));
-  EXPECT_EQ(out.responses[0].error_message,
-            "deadlock: every rank has been blocked waiting for operations that cannot run for "
-            "2.0 s (THREELC_TIMEOUT): rank 0 waits for allreduce of tensor 's' (process set 1) "
-            "(submitted by rank 0, not by rank 1); rank 1 waits for allreduce of tensor 'g' "
-            "(submitted by rank 1, rank 2 joined, not by rank 0); rank 2 has joined");
+  EXPECT_EQ(
+      out.responses[0].error_message,
+      "deadlock: every rank has been blocked waiting for operations that cannot run for "
+      "2.0 s (THREELC_DEADLOCK_TIMEOUT): rank 0 waits for allreduce of tensor 's' (process set 1) "
+      "(submitted by rank 0, not by rank 1); rank 1 waits for allreduce of tensor 'g' "
+      "(submitted by rank 1, rank 2 joined, not by rank 0); rank 2 has joined");
   // The join waits on.
   const auto joined = cycle_blocked(c, {{join}, {join}, {}}, {true, true, false}, t0 + 5s);
   ASSERT_EQ(joined.responses.size(), 1u);

@@ -1,4 +1,4 @@
-// The engine's settings table (engine/src/settings.cc), the docs that list it, and the logger.
+// The engine's settings table (engine/src/settings_rows.cc), the docs that list it, and the logger.
 #include "settings.h"
 
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "../../transport/src/settings.h"
 #include "observe/log.h"
+#include "threelc/transport/transport.h"
 
 namespace {
 
@@ -72,6 +72,8 @@ TEST(EngineSettings, DefaultsMatchTheStructAndTheTable) {
   EXPECT_EQ(parsed.stall_check_time, milliseconds(60'000));
   EXPECT_EQ(parsed.stall_timeout, defaults.stall_timeout);
   EXPECT_EQ(parsed.stall_timeout, milliseconds(600'000));
+  EXPECT_EQ(parsed.deadlock_timeout, defaults.deadlock_timeout);
+  EXPECT_EQ(parsed.deadlock_timeout, milliseconds(30'000));
   EXPECT_EQ(parsed.feedback_limit, defaults.feedback_limit);
   EXPECT_EQ(parsed.feedback_limit, 100.0);
   EXPECT_EQ(parsed.log_level, defaults.log_level);
@@ -93,6 +95,7 @@ TEST(EngineSettings, ParsesEveryVariable) {
                         {"THREELC_STATS", "1"},
                         {"THREELC_STALL_CHECK_TIME", "2.5"},
                         {"THREELC_STALL_TIMEOUT", "0.75"},
+                        {"THREELC_DEADLOCK_TIMEOUT", "3"},
                         {"THREELC_FEEDBACK_LIMIT", "12.5"},
                         {"THREELC_LOG_LEVEL", "DEBUG"},
                         {"THREELC_CACHE_CAPACITY", "0"}});
@@ -108,6 +111,7 @@ TEST(EngineSettings, ParsesEveryVariable) {
   EXPECT_TRUE(s.stats);
   EXPECT_EQ(s.stall_check_time, milliseconds(2500));
   EXPECT_EQ(s.stall_timeout, milliseconds(750));
+  EXPECT_EQ(s.deadlock_timeout, milliseconds(3000));
   EXPECT_EQ(s.feedback_limit, 12.5);
   EXPECT_EQ(s.log_level, te::LogLevel::kDebug);
   EXPECT_EQ(s.cache_capacity, size_t{0});
@@ -132,6 +136,11 @@ TEST(EngineSettings, EdgeValues) {
   EXPECT_EQ(parse({{"THREELC_STALL_TIMEOUT", "0"}}).stall_timeout, milliseconds(0));
   EXPECT_EQ(parse({{"THREELC_STALL_TIMEOUT", "0.0001"}}).stall_timeout, milliseconds(1));
   EXPECT_EQ(parse({{"THREELC_STALL_TIMEOUT", "1e6"}}).stall_timeout, milliseconds(1'000'000'000));
+  EXPECT_EQ(parse({{"THREELC_STALL_TIMEOUT", "1.1"}}).stall_timeout, milliseconds(1100));
+  EXPECT_EQ(parse({{"THREELC_STALL_TIMEOUT", "0.0015"}}).stall_timeout, milliseconds(2));  // up
+  EXPECT_EQ(parse({{"THREELC_DEADLOCK_TIMEOUT", "0"}}).deadlock_timeout, milliseconds(0));
+  EXPECT_EQ(parse({{"THREELC_DEADLOCK_TIMEOUT", "0.0001"}}).deadlock_timeout, milliseconds(1));
+  EXPECT_EQ(parse({{"THREELC_CYCLE_TIME_MS", "0.0012"}}).cycle_time, microseconds(2));  // up
   EXPECT_EQ(parse({{"THREELC_FEEDBACK_LIMIT", "0"}}).feedback_limit, 0.0);
   EXPECT_EQ(parse({{"THREELC_FEEDBACK_LIMIT", "1e12"}}).feedback_limit, 1e12);
   EXPECT_EQ(parse({{"THREELC_CACHE_CAPACITY", "1048576"}}).cache_capacity, size_t{1} << 20);
@@ -191,6 +200,9 @@ TEST(EngineSettings, MalformedValuesNameTheVariableTheValueAndWhatIsAccepted) {
       {"THREELC_STALL_TIMEOUT", "1e7"},
       {"THREELC_STALL_TIMEOUT", "10min"},
       {"THREELC_STALL_TIMEOUT", "inf"},
+      {"THREELC_DEADLOCK_TIMEOUT", "-1"},
+      {"THREELC_DEADLOCK_TIMEOUT", "1e7"},
+      {"THREELC_DEADLOCK_TIMEOUT", "30s"},
       {"THREELC_FEEDBACK_LIMIT", "-1"},
       {"THREELC_FEEDBACK_LIMIT", "nan"},
       {"THREELC_FEEDBACK_LIMIT", "1e13"},
@@ -236,9 +248,9 @@ TEST(EngineSettings, TableRowsAreComplete) {
     EXPECT_NE(std::string(row.accepted), "") << name;
     EXPECT_NE(std::string(row.meaning), "") << name;
   }
-  EXPECT_EQ(names.size(), 19u);
+  EXPECT_EQ(names.size(), 20u);
   // The transport keeps its own variables: none is declared twice.
-  for (const auto& row : threelc::transport::detail::settings()) {
+  for (const auto& row : threelc::transport::transport_settings().rows) {
     EXPECT_EQ(names.count(row.name), 0u) << row.name << " is in both tables";
   }
 }
@@ -255,7 +267,7 @@ TEST(EngineSettings, ReadmeListsEveryVariable) {
     EXPECT_NE(configuration.find("| " + cell), std::string::npos)
         << row.name << " missing in docs/CONFIGURATION.md";
   }
-  for (const auto& row : threelc::transport::detail::settings()) {
+  for (const auto& row : threelc::transport::transport_settings().rows) {
     const std::string name = row.name;
     if (name.rfind("THREELC_", 0) != 0) continue;  // mpirun's, srun's, torchrun's
     EXPECT_NE(readme.find("`" + name + "`"), std::string::npos) << name << " missing in README.md";

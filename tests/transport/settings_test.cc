@@ -71,6 +71,41 @@ TEST_F(EnvironmentTest, DefaultsToASingleRank) {
   EXPECT_EQ(options.timeout.count(), 30'000);
 }
 
+// A default-constructed Options holds the rows' defaults: what nothing set reads as.
+TEST(OptionsTest, DefaultsAreTheRows) {
+  const tt::Options defaults;
+  const auto read =
+      tt::options_from([](std::string_view) -> std::optional<std::string> { return std::nullopt; });
+  for (const tt::Options* options : {&defaults, &read}) {
+    EXPECT_EQ(options->rank, 0);
+    EXPECT_EQ(options->size, 1);
+    EXPECT_EQ(options->local_rank, 0);
+    EXPECT_EQ(options->local_size, 1);
+    EXPECT_EQ(options->transport, "tcp");
+    EXPECT_EQ(options->start_timeout.count(), 60'000);
+    EXPECT_EQ(options->timeout.count(), 30'000);
+    EXPECT_EQ(options->max_message_bytes, size_t{1} << 31);
+    EXPECT_FALSE(options->debug);
+    EXPECT_EQ(options->secret, "");
+    EXPECT_EQ(options->wireup, "");
+  }
+}
+
+// The seconds parser every layer shares rounds up to whole milliseconds.
+TEST(OptionsTest, TimeoutsRoundUpToTheMillisecond) {
+  const auto with = [](const char* seconds) {
+    return tt::options_from([seconds](std::string_view name) -> std::optional<std::string> {
+      if (name == "THREELC_TIMEOUT") return seconds;
+      return std::nullopt;
+    });
+  };
+  EXPECT_EQ(with("0.0001").timeout.count(), 1);
+  EXPECT_EQ(with("1.1").timeout.count(), 1100);
+  EXPECT_EQ(with("1e7").timeout.count(), 10'000'000'000);
+  EXPECT_THROW(with("0"), tt::Error);
+  EXPECT_THROW(with("1.5e7"), tt::Error);
+}
+
 TEST_F(EnvironmentTest, ReadsThreelcVariables) {
   setenv("THREELC_RANK", "2", 1);
   setenv("THREELC_SIZE", "4", 1);

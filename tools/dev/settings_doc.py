@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes (or, with --check, checks) the tables of environment variables in README.md and
 docs/CONFIGURATION.md from the one declaration of each variable: the library's C++ tables
-(engine/src/settings.cc, transport/src/settings.cc, compression/src/settings.cc, through
+(engine/src/settings_rows.cc, transport/src/settings_rows.h, compression/src/settings.cc, through
 threelc.settings), the Python package's (frameworks/python/threelc/settings.py) and the
 launcher's (frameworks/python/threelc/launcher/settings.py).
 

@@ -1,19 +1,12 @@
-// Every environment variable the transport reads, declared once (settings.cc).
+// Every environment variable the transport reads, declared once (settings_rows.h) and read by
+// options_from() (settings.cc).
 #pragma once
 
-#include <span>
 #include <string>
 
-#include "threelc/settings/setting.h"
+#include "settings_rows.h"
 
 namespace threelc::transport::detail {
-
-// The table, in the order docs list it.
-std::span<const ::threelc::settings::Setting> settings();
-
-// The row of one of the table's variables (a name missing from the table is a bug in the caller:
-// it aborts).
-const ::threelc::settings::Setting& setting(std::string_view name);
 
 // The value of one of UCX's own UCX_* variables ("" when unset). UCX reads them itself; the UCX
 // transport only looks so as not to override the user's choice.

@@ -148,7 +148,7 @@ std::unique_ptr<Context> connect(const Options& requested) {
                         "(tools/setup.sh --tests does) and rebuild, or use THREELC_TRANSPORT=tcp");
 #endif
   }
-  throw Error(-1, who + ::threelc::settings::refusal(detail::setting("THREELC_TRANSPORT"),
+  throw Error(-1, who + ::threelc::settings::refusal(detail::row("THREELC_TRANSPORT")->doc,
                                                      options.transport));
 }
 

@@ -25,9 +25,9 @@ class DeviceValues final : public ValueSpace {
     RankSubset* local = nullptr;
     int local_index = 0;
     bool nccl = false;
-    std::string library;  // empty: libnccl.so.2
-    std::chrono::milliseconds timeout{30'000};
-    uint32_t tag = 0;  // of the communicator's unique id
+    std::string library;                  // empty: libnccl.so.2
+    std::chrono::milliseconds timeout{};  // THREELC_TIMEOUT (ExecutorOptions)
+    uint32_t tag = 0;                     // of the communicator's unique id
   };
   DeviceValues(DeviceState& device, const LocalNccl& local_nccl);
 

@@ -124,7 +124,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 struct NcclComm::Impl {
   ncclComm_t comm = nullptr;
-  std::chrono::milliseconds timeout{30'000};
+  std::chrono::milliseconds timeout{};  // create()'s: THREELC_TIMEOUT
 
   // Polls the non-blocking communicator until `done` says so or it fails; aborts on timeout.
   template <typename Done>

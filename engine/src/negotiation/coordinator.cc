@@ -8,6 +8,14 @@
 
 namespace threelc::engine {
 
+Coordinator::Options Coordinator::Options::from(const EngineSettings& settings, int size) {
+  return {.size = size,
+          .fusion_threshold = settings.fusion_threshold,
+          .stall_warning = settings.stall_check_time,
+          .stall_timeout = settings.stall_timeout,
+          .deadlock_timeout = settings.deadlock_timeout};
+}
+
 Coordinator::Coordinator(const Options& options)
     : options_(options),
       sets_(options.size),

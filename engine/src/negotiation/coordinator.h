@@ -8,8 +8,8 @@
 // have pending, so a name mismatch raises instead of hanging. A deadlock fails sooner: when
 // every rank that has not joined reports a thread blocked waiting for its operations, some
 // tensors are pending and none runs (nothing is ready, nothing new is submitted, nothing fails)
-// for the deadlock timeout (THREELC_TIMEOUT), every pending tensor fails (THREELC_EMISMATCH)
-// with one message naming what each rank waits for.
+// for the deadlock timeout (THREELC_DEADLOCK_TIMEOUT), every pending tensor fails
+// (THREELC_EMISMATCH) with one message naming what each rank waits for.
 //
 // Process sets: the coordinator keeps the table of sets. Adding and removing one are operations
 // every rank of the job submits (in the same order on every rank); an add assigns the next id
@@ -32,18 +32,23 @@
 #include "negotiation/pending_tensors.h"  // kJoinName, kJoinDisplayName
 #include "negotiation/process_sets.h"
 #include "negotiation/watchdog.h"
+#include "settings.h"
 
 namespace threelc::engine {
 
 class Coordinator {
  public:
   using Clock = std::chrono::steady_clock;
+  // from() takes them from the engine's settings; the rows hold the defaults.
   struct Options {
     int size = 1;
-    size_t fusion_threshold = size_t{64} << 20;
-    Clock::duration stall_warning = std::chrono::seconds(60);     // zero disables
-    Clock::duration stall_timeout = std::chrono::seconds(600);    // zero disables
-    Clock::duration deadlock_timeout = std::chrono::seconds(30);  // zero disables
+    size_t fusion_threshold = 0;         // THREELC_FUSION_THRESHOLD
+    Clock::duration stall_warning{};     // THREELC_STALL_CHECK_TIME; zero disables
+    Clock::duration stall_timeout{};     // THREELC_STALL_TIMEOUT; zero disables
+    Clock::duration deadlock_timeout{};  // THREELC_DEADLOCK_TIMEOUT; zero disables
+
+    // A job of `size` ranks under `settings`.
+    static Options from(const EngineSettings& settings, int size);
   };
   explicit Coordinator(const Options& options);
   ~Coordinator();

@@ -179,7 +179,7 @@ std::string deadlock_message(MessageClock::duration deadlock_timeout,
   const auto groups = group_ranks(by_rank);
   std::string message =
       "deadlock: every rank has been blocked waiting for operations that cannot run for " +
-      format_seconds(deadlock_timeout) + " (THREELC_TIMEOUT): ";
+      format_seconds(deadlock_timeout) + " (THREELC_DEADLOCK_TIMEOUT): ";
   for (size_t i = 0; i < groups.size() && i < kHintRanks; ++i) {
     const auto& [waits, ranks] = groups[i];
     if (i > 0) message += "; ";

@@ -1,8 +1,8 @@
 // The Coordinator's two guards against a job that hangs (docs/ARCHITECTURE.md, "Negotiation").
 // The stall timeout (THREELC_STALL_TIMEOUT) fails a tensor that some ranks submitted and others
 // have not since its first submission, naming the missing ranks and what they have pending
-// instead. The deadlock timeout (THREELC_TIMEOUT) fails every pending tensor when every rank
-// that has not joined reports a thread blocked waiting for its operations, some tensors are
+// instead. The deadlock timeout (THREELC_DEADLOCK_TIMEOUT) fails every pending tensor when every
+// rank that has not joined reports a thread blocked waiting for its operations, some tensors are
 // pending and nothing has progressed (nothing ran, failed, completed or was submitted) for that
 // long; the message names what each rank waits for. Both fail with THREELC_EMISMATCH on every
 // rank that submitted the tensor, and the tensors are forgotten. Zero disables either.

@@ -27,15 +27,7 @@ BackgroundLoop::BackgroundLoop(const LoopParts& parts)
                                 .nccl_library = parts.settings->nccl_library,
                                 .timeout = parts.timeout,
                                 .hierarchical = parts.hierarchical}) {
-  if (rank_ == 0) {
-    Coordinator::Options options;
-    options.size = size_;
-    options.fusion_threshold = parts.settings->fusion_threshold;
-    options.stall_warning = parts.settings->stall_check_time;
-    options.stall_timeout = parts.settings->stall_timeout;
-    options.deadlock_timeout = parts.timeout;
-    coordinator_.emplace(options);
-  }
+  if (rank_ == 0) coordinator_.emplace(Coordinator::Options::from(*parts.settings, size_));
 }
 
 std::vector<OpRequest> BackgroundLoop::resolve(const CycleRequest& request) const {

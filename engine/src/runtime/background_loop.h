@@ -36,8 +36,8 @@ struct LoopParts {
   // This rank's table of process sets: the loop adds and removes sets as it executes their
   // responses; framework threads read it (submission checks, threelc_process_set_*).
   ProcessSetTable* process_sets = nullptr;
-  std::chrono::milliseconds timeout{30'000};  // THREELC_TIMEOUT (the transport's)
-  std::optional<HostGroups> hierarchical;     // THREELC_HIERARCHICAL in effect: the groups
+  std::chrono::milliseconds timeout{};     // THREELC_TIMEOUT (the transport's): NCCL's waits
+  std::optional<HostGroups> hierarchical;  // THREELC_HIERARCHICAL in effect: the groups
 };
 
 // Why the loop ended; operations still pending were completed with this code and reason.

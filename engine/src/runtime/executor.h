@@ -33,14 +33,16 @@
 
 namespace threelc::engine {
 
+// Built from the engine's settings and the transport's timeout (background_loop.cc); the rows
+// hold the defaults.
 struct ExecutorOptions {
-  size_t chunk_bytes = size_t{1} << 20;
-  size_t scale_tile = 0;          // THREELC_SCALE_TILE: values per 3LC scale (0: one a block)
-  bool ring = false;              // THREELC_ALLREDUCE=ring for compressed allreduces
-  double feedback_limit = 100.0;  // THREELC_FEEDBACK_LIMIT (0: no runaway check)
-  bool nccl = true;               // THREELC_NCCL: uncompressed CUDA allreduces over NCCL
-  std::string nccl_library;       // THREELC_NCCL_LIBRARY (empty: libnccl.so.2)
-  std::chrono::milliseconds timeout{30'000};  // THREELC_TIMEOUT: NCCL's waits
+  size_t chunk_bytes = 0;               // THREELC_CHUNK_BYTES
+  size_t scale_tile = 0;                // THREELC_SCALE_TILE: values per 3LC scale (0: one a block)
+  bool ring = false;                    // THREELC_ALLREDUCE=ring for compressed allreduces
+  double feedback_limit = 0;            // THREELC_FEEDBACK_LIMIT (0: no runaway check)
+  bool nccl = false;                    // THREELC_NCCL: uncompressed CUDA allreduces over NCCL
+  std::string nccl_library;             // THREELC_NCCL_LIBRARY (empty: libnccl.so.2)
+  std::chrono::milliseconds timeout{};  // THREELC_TIMEOUT: NCCL's waits
   // THREELC_HIERARCHICAL, where the hosts allow it: compressed allreduces sum inside each host
   // first and run 3LC only across hosts (collectives/hierarchical.h).
   std::optional<HostGroups> hierarchical;

@@ -17,7 +17,7 @@ from worker_data import ints, make, op_data
 
 def case_deadlock():
     """Rank 0 waits for an allgather 'dl/a', rank 1 for an allreduce 'dl/b' (run with
-    THREELC_TIMEOUT=3 and the default stall timeout of 600 s): the coordinator sees both ranks
+    THREELC_DEADLOCK_TIMEOUT=3 and the default stall timeout of 600 s): the coordinator sees both ranks
     blocked with nothing to run, and after about 3 s each raises EMISMATCH naming the deadlock
     and both operations; then a matching allreduce runs."""
     hvd.init()
@@ -31,7 +31,7 @@ def case_deadlock():
             hvd.allreduce(x, name="dl/b", op=hvd.Sum)
     started = time.monotonic()
     message = expect_error(wait_for_mine, engine.EMISMATCH, "mismatched waits", "deadlock",
-                           "THREELC_TIMEOUT", "rank 0 waits for allgather of tensor 'dl/a'",
+                           "THREELC_DEADLOCK_TIMEOUT", "rank 0 waits for allgather of tensor 'dl/a'",
                            "rank 1 waits for allreduce of tensor 'dl/b'")
     waited = time.monotonic() - started
     check(2.5 <= waited < 10, lambda: f"the deadlock was broken after {waited:.2f} s, expected "

@@ -47,6 +47,7 @@ def clean_env(extra=None) -> dict:
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["THREELC_START_TIMEOUT"] = "30"
     env["THREELC_TIMEOUT"] = "60"
+    env["THREELC_DEADLOCK_TIMEOUT"] = "60"  # as long as THREELC_TIMEOUT, which set it before
     env.update(extra or {})
     return env
 
@@ -202,7 +203,8 @@ def test_stall_timeout_fails_a_name_mismatch_on_every_rank():
 
 @tcp_only
 def test_a_deadlock_fails_within_the_timeout_naming_what_each_rank_waits_for():
-    job = assert_ok(run_job(2, "deadlock", env={"THREELC_TIMEOUT": "3"}))
+    # The engine's own timeout; the transport's THREELC_TIMEOUT stays at run_job's 60 s.
+    job = assert_ok(run_job(2, "deadlock", env={"THREELC_DEADLOCK_TIMEOUT": "3"}))
     assert job.seconds < 60, job.describe()
 
 

@@ -47,6 +47,7 @@ def soak_env() -> dict:
     with_python_package(env)
     env["THREELC_START_TIMEOUT"] = "60"
     env["THREELC_TIMEOUT"] = "120"
+    env["THREELC_DEADLOCK_TIMEOUT"] = "120"  # as long as THREELC_TIMEOUT, which set it before
     # A response cache smaller than the pool of names (160): hits and evictions in a short
     # run too (THREELC_SOAK_CACHE_CAPACITY overrides; tools/dev/soak.sh keeps the default 1024).
     env["THREELC_CACHE_CAPACITY"] = os.environ.get("THREELC_SOAK_CACHE_CAPACITY", "128")

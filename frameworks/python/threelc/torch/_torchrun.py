@@ -37,7 +37,7 @@ _SECRET_KEY = "threelc/job_secret"
 _COORDINATOR_KEY = "threelc/coordinator"
 _HOST_KEY = "threelc/host"
 _TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-# The rank variables of the launchers the engine reads itself (transport/src/settings.cc).
+# The rank variables of the launchers the engine reads itself (transport/src/settings_rows.h).
 _LAUNCHER_RANKS = ("THREELC_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK")
 
 _identity_from_group = False  # the THREELC_* identity variables were set here

@@ -1,18 +1,20 @@
 // The shape of one environment variable's declaration, shared by every layer. Each layer keeps
-// one table of `Setting` rows (compression/src/settings.cc, transport/src/settings.cc,
-// engine/src/settings.cc) next to the code that reads the values; the documentation tables in
-// README.md and docs/CONFIGURATION.md are generated from the same rows (threelc-settings-doc)
-// and a test checks them. A malformed value is refused with refusal()'s text, which names the
-// variable, the value and what is accepted; each layer throws or returns it in its own error
-// model.
+// one table of rows (row.h: a `Setting` and its parse; compression/src/settings.cc,
+// transport/src/settings_rows.h, engine/src/settings_rows.cc) next to the code that reads the
+// values; the documentation tables in README.md and docs/CONFIGURATION.md are generated from the
+// same rows (threelc-settings-doc) and a test checks them. A malformed value is refused with
+// refusal()'s text, which names the variable, the value and what is accepted; each layer throws or
+// returns it in its own error model.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace threelc::settings {
 
@@ -61,20 +63,39 @@ std::string value_or_default(const Setting& setting, const EnvironmentLookup& lo
 // "threelc: " or "threelc rank 3: " before it).
 std::string refusal(const Setting& setting, std::string_view value);
 
-// The row named `name` in `rows`; nullptr when there is none.
+// The row named `name` in `rows`; nullptr when there is none (a run-time search, for the C ABI
+// and tests; a layer names its own rows at compile time: row.h's index_of()).
 const Setting* find(std::span<const Setting> rows, std::string_view name);
 
 // --- the parsers: nullopt for anything malformed or out of range ------------------------------
 
-// Decimal digits only (no sign, suffix or spaces), at most `max`.
+// Decimal digits only (no sign, suffix or spaces), at most `max` (and at least `min`).
 std::optional<uint64_t> parse_integer(std::string_view text, uint64_t max);
+std::optional<uint64_t> parse_integer(std::string_view text, uint64_t min, uint64_t max);
 
 // Decimal digits, optionally followed by one suffix K, M or G (any case) for KiB, MiB, GiB; at
 // most `max`.
 std::optional<uint64_t> parse_bytes(std::string_view text, uint64_t max);
 
-// A finite decimal number ("0.5", "2", "1e-3"); no sign, no spaces, no hex.
+// The bounds of a number a row accepts: [low, high], either end open when said.
+struct Range {
+  double low = 0;
+  double high = 0;
+  bool low_open = false;   // (low, ...
+  bool high_open = false;  // ..., high)
+  bool contains(double value) const;
+};
+
+// A finite decimal number ("0.5", "2", "1e-3"); no sign, no spaces, no hex; within `range`.
 std::optional<double> parse_number(std::string_view text);
+std::optional<double> parse_number(std::string_view text, Range range);
+
+// A number of seconds in `range` (fractions allowed), rounded up to whole milliseconds: a
+// positive value never becomes 0 (which means "disabled" or "no wait" to its readers).
+std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text, Range range);
+
+// A number of milliseconds in `range` (fractions allowed), rounded up to whole microseconds.
+std::optional<std::chrono::microseconds> parse_milliseconds(std::string_view text, Range range);
 
 // "0" or "1".
 std::optional<bool> parse_flag(std::string_view text);
@@ -82,6 +103,17 @@ std::optional<bool> parse_flag(std::string_view text);
 // The index of `text` among `choices`, compared ignoring case.
 std::optional<size_t> parse_choice(std::string_view text,
                                    std::initializer_list<std::string_view> choices);
+
+// The value paired with `text`'s choice, compared ignoring case: parse_choice() for a row
+// whose words stand for values ({{"push_pull", kPushPull}, {"ring", kRing}}).
+template <typename T>
+std::optional<T> parse_choice_value(std::string_view text,
+                                    std::initializer_list<std::pair<std::string_view, T>> choices) {
+  for (const auto& [word, value] : choices) {
+    if (parse_choice(text, {word})) return value;
+  }
+  return std::nullopt;
+}
 
 // host:port or [v6-address]:port, the port in [1, 65535].
 struct HostPort {

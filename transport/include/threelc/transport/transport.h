@@ -36,18 +36,22 @@ class Error : public std::runtime_error {
 
 // Who this rank is and how to reach the job. options_from_environment() fills it.
 struct Options {
-  int rank = 0;
-  int size = 1;
-  int local_rank = 0;
-  int local_size = 1;
+  // The defaults of the transport's rows (transport/src/settings_rows.h) with nothing set: a
+  // single rank, no coordinator. No default is written here.
+  Options();
+
+  int rank = 0;                                // THREELC_RANK (or the launcher's)
+  int size = 0;                                // THREELC_SIZE
+  int local_rank = 0;                          // THREELC_LOCAL_RANK
+  int local_size = 0;                          // THREELC_LOCAL_SIZE
   std::string coordinator_host = "127.0.0.1";  // THREELC_COORDINATOR=host:port
   uint16_t coordinator_port = 0;
-  std::string secret;             // THREELC_SECRET: authenticates every connection
-  std::string listen_host;        // THREELC_IFACE: interface name or address for data channels
-  std::string transport = "tcp";  // THREELC_TRANSPORT
-  std::chrono::milliseconds start_timeout{60'000};  // THREELC_START_TIMEOUT (seconds)
-  std::chrono::milliseconds timeout{30'000};        // THREELC_TIMEOUT (seconds): any other wait
-  size_t max_message_bytes = size_t{1} << 31;       // THREELC_MAX_MESSAGE_BYTES: frame limit
+  std::string secret;       // THREELC_SECRET: authenticates every connection
+  std::string listen_host;  // THREELC_IFACE: interface name or address for data channels
+  std::string transport;    // THREELC_TRANSPORT
+  std::chrono::milliseconds start_timeout{};  // THREELC_START_TIMEOUT (seconds)
+  std::chrono::milliseconds timeout{};        // THREELC_TIMEOUT (seconds): any other wait
+  size_t max_message_bytes = 0;               // THREELC_MAX_MESSAGE_BYTES: frame limit
   bool debug = false;  // THREELC_TRANSPORT_DEBUG=1: log listeners and connections to stderr
   // "pmix" or "pmi2": the coordinator and the secret come through the launcher's wire-up
   // service (THREELC_COORDINATOR unset under mpirun or srun); connect() fills them in.
@@ -61,10 +65,13 @@ struct Options {
 // THREELC_COORDINATOR the coordinator is MASTER_ADDR:(MASTER_PORT + 1), since MASTER_PORT is
 // torch's own store; under mpirun or srun it comes, with the secret, through the launcher's PMIx or
 // PMI-2 (`wireup`). Every variable is declared once, with its default, in
-// transport/src/settings.cc. Throws Error naming the variable that is missing or malformed.
+// transport/src/settings_rows.h. Throws Error naming the variable that is missing or malformed.
 Options options_from_environment();
 
-// The transport's rows of environment variables (transport/src/settings.cc), for the docs and
+// options_from_environment() through `lookup` (an empty value counts as unset).
+Options options_from(const settings::EnvironmentLookup& lookup);
+
+// The transport's rows of environment variables (transport/src/settings_rows.h), for the docs and
 // the C ABI's threelc_setting_at().
 settings::SettingTable transport_settings();
 
