@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <functional>
 #include <random>
 #include <span>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "codec_bench.h"
+#include "settings.h"  // engine/src: the engine's settings table
 #include "threelc/compression/codec.h"
 
 namespace codec_bench {
@@ -66,9 +68,11 @@ Options:
   --reps N          repetitions per measurement (default: 1 MiB 200, 16 MiB 21, larger 7)
   --isa NAME        auto | scalar | avx2 | avx512 | all (default auto; all = every ISA this
                     CPU supports). THREELC_CODEC_ISA also steers auto.
-  --sparsity S      sparsity multiplier s in [1, 2) for encode (default 1.0)
-  --scale-tile T    values per 3LC scale: 0, one per block (format v1, default); a multiple
-                    of 5 up to 20480, one per tile of T values (format v2)
+  --sparsity S      sparsity multiplier s in [1, 2) for encode (default: the engine's,
+                    THREELC_SPARSITY, 1.0 unless set)
+  --scale-tile T    values per 3LC scale: 0, one per block (format v1); a multiple of 5 up
+                    to 20480, one per tile of T values (format v2). Default: the engine's,
+                    THREELC_SCALE_TILE, 320 unless set
   --json            one JSON object per line instead of the table:
                     {"op","isa","bytes","mib","reps","seconds","gbps", "ratio_to_memcpy"
                      (encode, decode, decode_add), "cycles_per_element", ...}
@@ -336,6 +340,16 @@ int run_throughput(const Options& opt) {
 
 int run_codec_bench(int argc, char** argv) {
   Options opt;
+  // The format and sparsity the engine runs (its defaults, or THREELC_SCALE_TILE and
+  // THREELC_SPARSITY), unless the options say otherwise.
+  try {
+    const auto engine = threelc::engine::engine_settings_from_environment();
+    opt.scale_tile = engine.scale_tile;
+    opt.sparsity = engine.sparsity;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
   for (int i = 0; i < argc; ++i) {
     const std::string_view arg = argv[i];
     const bool has_value = i + 1 < argc;

@@ -15,7 +15,7 @@ struct Options {
   std::vector<double> sizes_mib = {1, 16, 256};
   int reps = 0;  // 0: by size
   std::string isa = "auto";
-  float sparsity = 1.0f;
+  float sparsity = 1.0f;  // run_codec_bench starts from the engine's settings
   size_t scale_tile = 0;
   bool json = false;
   std::string gradients;
