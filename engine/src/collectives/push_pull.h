@@ -49,13 +49,13 @@ inline compression::EncodeOptions encode_options(const PushPullOptions& options)
 }
 
 // Sums `fused` in place across the ranks of `context`; every rank ends with bitwise-identical
-// values. `tensors` must tile `fused` in order; their error buffers come from `errors` (by
-// name). With one rank nothing is quantized: the values stay exact and no error buffer
+// values. `tensors` must tile `fused` in order; their residual buffers come from `residuals`
+// (by name). With one rank nothing is quantized: the values stay exact and no residual
 // changes. Throws transport::Error (transport failures), CollectiveError (malformed block,
 // naming the peer and the codec's message) or std::invalid_argument (bad layout or options).
 // When it throws, every request it posted has completed or failed before it returns.
 void push_pull_sum(transport::Context& context, std::span<float> fused,
-                   std::span<const TensorSlice> tensors, ErrorFeedbackStore& errors,
+                   std::span<const TensorSlice> tensors, ErrorFeedbackStore& residuals,
                    const PushPullOptions& options = {});
 
 // The same with the contribution read from `input` and the result written to `output` (which
@@ -63,13 +63,13 @@ void push_pull_sum(transport::Context& context, std::span<float> fused,
 // copies only its own segment.
 void push_pull_sum(transport::Context& context, std::span<const float> input,
                    std::span<float> output, std::span<const TensorSlice> tensors,
-                   ErrorFeedbackStore& errors, const PushPullOptions& options = {});
+                   ErrorFeedbackStore& residuals, const PushPullOptions& options = {});
 
-// The same in the memory of options.codec (device memory for the CUDA codec's): `errors` holds
-// each tensor's residual buffer (tensors[i].count elements, in that memory) when compressing,
+// The same in the memory of options.codec (device memory for the CUDA codec's): `residuals`
+// holds each tensor's residual buffer (tensors[i].count elements, in that memory) when compressing,
 // and is empty otherwise.
 void push_pull_sum(transport::Context& context, std::span<const float> input,
                    std::span<float> output, std::span<const TensorSlice> tensors,
-                   std::span<float* const> errors, const PushPullOptions& options);
+                   std::span<float* const> residuals, const PushPullOptions& options);
 
 }  // namespace threelc::engine

@@ -89,7 +89,7 @@ class Executor {
   // Process set `id` was removed: its ranks' view and its error feedback go.
   void forget_process_set(int32_t id);
 
-  ErrorFeedbackStore& error_feedback() { return errors_; }
+  ErrorFeedbackStore& error_feedback() { return residuals_; }
   // What the error-feedback monitor found in the runs since the last call (the caller logs
   // the messages and counts every alert).
   std::vector<FeedbackAlert> take_feedback_alerts() { return std::exchange(alerts_, {}); }
@@ -147,7 +147,7 @@ class Executor {
   transport::Context& context_;
   std::map<int32_t, std::unique_ptr<RankSubset>> subsets_;  // by process set id
   ExecutorOptions options_;
-  ErrorFeedbackStore errors_;
+  ErrorFeedbackStore residuals_;
   FeedbackMonitor feedback_;
   std::vector<FeedbackAlert> alerts_;
   std::vector<std::byte> fusion_buffer_;        // reused across cycles

@@ -58,7 +58,8 @@ void Executor::allreduce(const RunScope& scope, const Response& response,
 void Executor::host_allreduce(const RunScope& scope, const Response& response,
                               std::span<const Operation* const> local,
                               CollectiveObserver* observer) {
-  HostValues space({.fusion = fusion_buffer_, .residuals = errors_, .local = host_exchange_.get()});
+  HostValues space(
+      {.fusion = fusion_buffer_, .residuals = residuals_, .local = host_exchange_.get()});
   fused_allreduce(scope, space, response, local, observer);
 }
 
@@ -171,7 +172,7 @@ void Executor::compressed_sum(const RunScope& scope, ValueSpace& space, const Co
                                      : kPushPullTag;
   // Checkpoints read and replace the residuals from other threads: they wait until the
   // collective is over (error_feedback.h says why a mutex).
-  ErrorFeedbackStore::Update update(errors_);
+  ErrorFeedbackStore::Update update(residuals_);
   std::vector<float*> residuals;
   for (const TensorSlice& t : compressed) residuals.push_back(space.residual(t.name, t.count));
   auto run = [&](transport::Context& ranks, std::span<const float> in, std::span<float> out) {
