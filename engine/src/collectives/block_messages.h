@@ -15,7 +15,7 @@
 
 #include "collectives/block_codec.h"
 #include "collectives/block_plan.h"
-#include "collectives/push_pull.h"
+#include "collectives/compressed_allreduce_options.h"
 #include "collectives/scratch_buffer.h"
 #include "collectives/transfers.h"
 #include "threelc/compression/codec.h"
@@ -25,7 +25,7 @@ namespace threelc::engine {
 // What a compressed allreduce's blocks are encoded with.
 struct BlockCoding {
   // compress, sparsity and scale tile (how blocks are encoded), feedback (samples), observer.
-  const PushPullOptions* options = nullptr;
+  const CompressedAllreduceOptions* options = nullptr;
   std::span<const TensorSlice> tensors;
   std::vector<float*> residuals;  // [tensor]: its residual buffer; nullptr: none (raw blocks)
   BlockCodec* codec = nullptr;
@@ -79,7 +79,7 @@ class BlockMessages {
  private:
   float* residual_at(const Block& b) const;
 
-  const PushPullOptions& options_;
+  const CompressedAllreduceOptions& options_;
   std::span<const TensorSlice> tensors_;
   std::vector<float*> residuals_;
   BlockCodec& codec_;

@@ -136,7 +136,7 @@ class PushPull {
 
 // The checks every overload makes before it touches a residual buffer.
 void check_call(size_t input, size_t output, std::span<const TensorSlice> tensors,
-                const PushPullOptions& options) {
+                const CompressedAllreduceOptions& options) {
   if (input != output) {
     throw std::invalid_argument("push_pull: input has " + std::to_string(input) +
                                 " values, output " + std::to_string(output));
@@ -151,7 +151,7 @@ void check_call(size_t input, size_t output, std::span<const TensorSlice> tensor
 // push_pull_sum once check_call has passed.
 void run_checked(transport::Context& context, std::span<const float> input, std::span<float> fused,
                  std::span<const TensorSlice> tensors, std::span<float* const> residuals,
-                 const PushPullOptions& options) {
+                 const CompressedAllreduceOptions& options) {
   std::vector<float*> buffers =
       coding_residuals("push_pull", residuals, tensors.size(), options.compress);
   BlockPlan plan = plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);
@@ -175,13 +175,13 @@ void run_checked(transport::Context& context, std::span<const float> input, std:
 
 void push_pull_sum(transport::Context& context, std::span<float> fused,
                    std::span<const TensorSlice> tensors, ErrorFeedbackStore& residuals,
-                   const PushPullOptions& options) {
+                   const CompressedAllreduceOptions& options) {
   push_pull_sum(context, fused, fused, tensors, residuals, options);
 }
 
 void push_pull_sum(transport::Context& context, std::span<const float> input,
                    std::span<float> fused, std::span<const TensorSlice> tensors,
-                   ErrorFeedbackStore& residuals, const PushPullOptions& options) {
+                   ErrorFeedbackStore& residuals, const CompressedAllreduceOptions& options) {
   check_call(input.size(), fused.size(), tensors, options);
   std::vector<float*> buffers;
   if (options.compress) {
@@ -192,7 +192,7 @@ void push_pull_sum(transport::Context& context, std::span<const float> input,
 
 void push_pull_sum(transport::Context& context, std::span<const float> input,
                    std::span<float> fused, std::span<const TensorSlice> tensors,
-                   std::span<float* const> residuals, const PushPullOptions& options) {
+                   std::span<float* const> residuals, const CompressedAllreduceOptions& options) {
   check_call(input.size(), fused.size(), tensors, options);
   run_checked(context, input, fused, tensors, residuals, options);
 }

@@ -123,7 +123,8 @@ class RingAllreduce {
 
 // The checks every overload makes before it touches a residual buffer; the layout's plan.
 BlockPlan checked_plan(transport::Context& context, std::span<float> fused,
-                       std::span<const TensorSlice> tensors, const PushPullOptions& options) {
+                       std::span<const TensorSlice> tensors,
+                       const CompressedAllreduceOptions& options) {
   if (const cc::Status status = cc::check_encode_options(encode_options(options)); !status.ok()) {
     throw std::invalid_argument("ring_allreduce: " + status.message());
   }
@@ -134,7 +135,7 @@ BlockPlan checked_plan(transport::Context& context, std::span<float> fused,
 
 void run_planned(transport::Context& context, BlockPlan plan, std::span<float> fused,
                  std::span<const TensorSlice> tensors, std::span<float* const> residuals,
-                 const PushPullOptions& options) {
+                 const CompressedAllreduceOptions& options) {
   std::vector<float*> buffers =
       coding_residuals("ring_allreduce", residuals, tensors.size(), options.compress);
   if (context.size() == 1) return;
@@ -155,7 +156,7 @@ void run_planned(transport::Context& context, BlockPlan plan, std::span<float> f
 
 void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
                         std::span<const TensorSlice> tensors, ErrorFeedbackStore& residuals,
-                        const PushPullOptions& options) {
+                        const CompressedAllreduceOptions& options) {
   BlockPlan plan = checked_plan(context, fused, tensors, options);
   std::vector<float*> buffers;
   if (options.compress) {
@@ -166,7 +167,7 @@ void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
 
 void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
                         std::span<const TensorSlice> tensors, std::span<float* const> residuals,
-                        const PushPullOptions& options) {
+                        const CompressedAllreduceOptions& options) {
   run_planned(context, checked_plan(context, fused, tensors, options), fused, tensors, residuals,
               options);
 }

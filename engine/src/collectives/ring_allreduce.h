@@ -7,7 +7,7 @@
 #include <span>
 
 #include "collectives/block_plan.h"
-#include "collectives/push_pull.h"
+#include "collectives/compressed_allreduce_options.h"
 #include "error_feedback.h"
 #include "threelc/transport/transport.h"
 
@@ -32,12 +32,12 @@ namespace threelc::engine {
 // options), CollectiveError (malformed block, naming the peer) or transport::Error.
 void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
                         std::span<const TensorSlice> tensors, ErrorFeedbackStore& residuals,
-                        const PushPullOptions& options = {});
+                        const CompressedAllreduceOptions& options = {});
 // The same in the memory of options.codec (device memory for the CUDA codec's): `residuals`
 // holds each tensor's residual buffer (tensors[i].count elements, in that memory) when compressing,
 // and is empty otherwise.
 void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
                         std::span<const TensorSlice> tensors, std::span<float* const> residuals,
-                        const PushPullOptions& options);
+                        const CompressedAllreduceOptions& options);
 
 }  // namespace threelc::engine

@@ -120,13 +120,13 @@ class Executor {
     CollectiveObserver* observer = nullptr;
   };
   void compressed_sum(const RunScope& scope, ValueSpace& space, const CompressedSum& sum);
-  // The push_pull options of a compressed sum; `feedback` gets one error-feedback sample per
-  // piece of `compressed` when `ranks` > 1 (magnitudes measured only where `measure` allows:
-  // host memory). feedback_done() reports them after the collective.
-  PushPullOptions compressed_options(const OpRequest& shape,
-                                     std::span<const TensorSlice> compressed, int ranks,
-                                     bool measure, std::vector<FeedbackSample>& feedback,
-                                     CollectiveObserver* observer);
+  // The options of a compressed sum (push_pull or the ring); `feedback` gets one error-feedback
+  // sample per piece of `compressed` when `ranks` > 1 (magnitudes measured only where `measure`
+  // allows: host memory). feedback_done() reports them after the collective.
+  CompressedAllreduceOptions compressed_options(const OpRequest& shape,
+                                                std::span<const TensorSlice> compressed, int ranks,
+                                                bool measure, std::vector<FeedbackSample>& feedback,
+                                                CollectiveObserver* observer);
   void feedback_done(const OpRequest& shape, std::span<const TensorSlice> compressed,
                      std::span<const FeedbackSample> feedback);
   // device_allreduce's uncompressed paths (only in a build with CUDA).
