@@ -212,7 +212,8 @@ int threelc_release(threelc_handle handle);
 typedef struct threelc_statistics {
   uint64_t wire_bytes_sent;     /* bytes of messages this rank sent to other ranks' data channels */
   uint64_t wire_bytes_received; /* bytes of messages it received on them */
-  uint64_t operations;          /* operations completed (successfully or not) */
+  uint64_t operations;          /* submitted operations completed (successfully or not): one per
+                                 * handle, however many ran in one fused collective */
   uint64_t allreduce_bytes;     /* input bytes of the allreduces it completed */
 } threelc_statistics;
 
