@@ -120,8 +120,9 @@ int threelc_cross_size(void);
 int threelc_is_homogeneous(void);
 
 /* Submissions. Each returns a handle > 0, or a negative code (nothing was submitted). Buffers
- * must stay valid and unchanged until the handle is done. The reductions (allreduce and its alias
- * push_pull, reducescatter) refuse a THREELC_BOOL tensor with THREELC_EINVAL; the others move it. */
+ * must stay valid and unchanged until the handle is done. The reductions (allreduce and its
+ * alias push_pull, reducescatter) refuse a THREELC_BOOL tensor with THREELC_EINVAL; the others
+ * move it. */
 threelc_handle threelc_allreduce(const threelc_tensor* tensor, const threelc_options* options);
 /* An alias of threelc_allreduce, for callers that know the operation by BytePS's name: the same
  * operation, run as threelc_allreduce runs it (when compressed, the 3LC push_pull algorithm or the
