@@ -130,10 +130,11 @@ def compress(x: np.ndarray, residual: Optional[np.ndarray] = None, sparsity: flo
 
     `residual`, when given, is the float32 error-feedback memory (same length as `x`): the
     block encodes ``x + residual`` and ``residual`` is updated in place to what this block
-    leaves out, so that ``decompress(block) + residual_new == x + residual_old`` exactly. `sparsity` is the
-    multiplier s in [1, 2) (larger: sparser blocks, lower fidelity). `scale_tile` 0 writes
-    format v1 (one scale for the block, the paper's 3LC); a multiple of 5 up to 20480 writes
-    format v2 with a scale per tile of that many values (more accurate, a few more bytes).
+    leaves out, so that ``decompress(block) + residual_new == x + residual_old`` exactly.
+    `sparsity` is the multiplier s in [1, 2) (larger: sparser blocks, lower fidelity).
+    `scale_tile` 0 writes format v1 (one scale for the block, the paper's 3LC); a multiple
+    of 5 up to 20480 writes format v2 with a scale per tile of that many values (more
+    accurate, a few more bytes).
     Input holding NaN or Inf yields a raw fp32 block of `x` and leaves `residual` untouched.
     ``error=`` is a deprecated name of `residual` (DeprecationWarning).
     """

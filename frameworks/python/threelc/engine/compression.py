@@ -1,7 +1,8 @@
 """How the engine compresses one allreduce on the wire: :class:`WireCompression`
 (``threelc_compression`` plus a sparsity) and the :class:`Compression` choices, in the manner
 of Horovod's ``hvd.Compression``. (threelc.torch has Horovod's own kind of choice: its
-``Compression`` members are compressors, each carrying a WireCompression as ``engine``.) The mode numbers mirror ``threelc_compression`` in threelc/threelc.h
+``Compression`` members are compressors, each carrying a WireCompression as ``engine``.)
+The mode numbers mirror ``threelc_compression`` in threelc/threelc.h
 (tests/frameworks/python/test_abi_constants.py checks them)."""
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ _COMPRESSION_3LC = 2
 
 
 class WireCompression(NamedTuple):
-    """How the engine compresses one allreduce on the wire: ``mode`` (threelc_compression) and ``sparsity``
-    (the 3LC multiplier s in [1, 2); None follows THREELC_SPARSITY).
+    """How the engine compresses one allreduce on the wire: ``mode`` (threelc_compression)
+    and ``sparsity`` (the 3LC multiplier s in [1, 2); None follows THREELC_SPARSITY).
 
     ``Compression.threelc`` is a WireCompression; calling it sets the sparsity:
     ``Compression.threelc(sparsity=1.25)``.

@@ -113,8 +113,9 @@ def _push_pull_async(tensor, in_place, average, name, compression) -> Handle:
 def push_pull_async(tensor, average=True, name=None, version=0, priority=0,
                     compression=Compression.none) -> Handle:
     """BytePS's push_pull_async, an alias of allreduce under BytePS's signature: the sum
-    (average=True: the mean) of `tensor` over every rank into a new tensor (``synchronize`` returns it). `version` and `priority` are accepted for
-    BytePS compatibility and ignored (the engine orders by arrival)."""
+    (average=True: the mean) of `tensor` over every rank into a new tensor (``synchronize``
+    returns it). `version` and `priority` are accepted for BytePS compatibility and ignored
+    (the engine orders by arrival)."""
     return _push_pull_async(tensor, False, average, name, compression)
 
 
