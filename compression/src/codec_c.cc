@@ -68,7 +68,7 @@ extern "C" {
 
 size_t threelc_codec_max_block_bytes(size_t count) { return tc::max_block_bytes(count); }
 
-int threelc_codec_encode_tiled(const void* values, int dtype, size_t count, float* error,
+int threelc_codec_encode_tiled(const void* values, int dtype, size_t count, float* residual,
                                float sparsity, size_t scale_tile, void* out, size_t out_capacity,
                                size_t* block_bytes) {
   if (int code = check_settings(); code != THREELC_OK) return code;
@@ -78,15 +78,15 @@ int threelc_codec_encode_tiled(const void* values, int dtype, size_t count, floa
     return fail(THREELC_EINVAL, "output pointer is null");
   tc::EncodedBlock result;
   const Status status =
-      tc::encode({values, type, count}, error, {.sparsity = sparsity, .scale_tile = scale_tile},
+      tc::encode({values, type, count}, residual, {.sparsity = sparsity, .scale_tile = scale_tile},
                  {static_cast<uint8_t*>(out), out_capacity}, &result);
   if (status.ok()) *block_bytes = result.bytes;
   return report(status, THREELC_EINVAL);
 }
 
-int threelc_codec_encode(const void* values, int dtype, size_t count, float* error, float sparsity,
-                         void* out, size_t out_capacity, size_t* block_bytes) {
-  return threelc_codec_encode_tiled(values, dtype, count, error, sparsity, 0, out, out_capacity,
+int threelc_codec_encode(const void* values, int dtype, size_t count, float* residual,
+                         float sparsity, void* out, size_t out_capacity, size_t* block_bytes) {
+  return threelc_codec_encode_tiled(values, dtype, count, residual, sparsity, 0, out, out_capacity,
                                     block_bytes);
 }
 

@@ -46,15 +46,15 @@ const float* tile_input(const Values& values, size_t begin, size_t count) {
   return tile_scratch();
 }
 
-uint32_t block_abs_max_bits(const Kernels& kernels, const Values& values, const float* error) {
+uint32_t block_abs_max_bits(const Kernels& kernels, const Values& values, const float* residual) {
   if (values.dtype == DType::kFloat32) {
-    return kernels.abs_max_bits(static_cast<const float*>(values.data), error, values.count);
+    return kernels.abs_max_bits(static_cast<const float*>(values.data), residual, values.count);
   }
   uint32_t max_bits = 0;
   for (size_t begin = 0; begin < values.count; begin += kTileValues) {
     const size_t count = std::min(kTileValues, values.count - begin);
-    const uint32_t bits = kernels.abs_max_bits(tile_input(values, begin, count),
-                                               error != nullptr ? error + begin : nullptr, count);
+    const uint32_t bits = kernels.abs_max_bits(
+        tile_input(values, begin, count), residual != nullptr ? residual + begin : nullptr, count);
     max_bits = std::max(max_bits, bits);
   }
   return max_bits;
@@ -107,7 +107,7 @@ Status check_encode_options(const EncodeOptions& options) {
   return Status::success();
 }
 
-Status encode(const Values& values, float* error, const EncodeOptions& options,
+Status encode(const Values& values, float* residual, const EncodeOptions& options,
               std::span<uint8_t> out, EncodedBlock* result) {
   if (Status status = check_encode_options(options); !status.ok()) return status;
   if (Status status = check_values(values, out.size(), max_block_bytes(values.count));
@@ -130,13 +130,14 @@ Status encode(const Values& values, float* error, const EncodeOptions& options,
   // non-finite value or scale sends the block raw.
   uint32_t max_bits = 0;
   if (!tiled) {
-    max_bits = block_abs_max_bits(kernels, values, error);
+    max_bits = block_abs_max_bits(kernels, values, residual);
   } else {
     for (size_t t = 0; t < tiles && max_bits < kNonFiniteBits; ++t) {
       const size_t begin = t * per_tile;
       const size_t count = tile_values(n, t, per_tile);
-      const uint32_t bits = kernels.abs_max_bits(tile_input(values, begin, count),
-                                                 error != nullptr ? error + begin : nullptr, count);
+      const uint32_t bits =
+          kernels.abs_max_bits(tile_input(values, begin, count),
+                               residual != nullptr ? residual + begin : nullptr, count);
       const float tile_scale = std::bit_cast<float>(bits) * options.sparsity;
       std::memcpy(scales + t * kTileScaleBytes, &tile_scale, sizeof tile_scale);
       max_bits = std::max(max_bits, bits);
@@ -148,7 +149,7 @@ Status encode(const Values& values, float* error, const EncodeOptions& options,
     return Status::success();
   }
 
-  // Pass 2: per tile, quantize (updating the error), pack, zero-run encode.
+  // Pass 2: per tile, quantize (updating the residual), pack, zero-run encode.
   size_t payload_bytes = 0;
   alignas(64) uint8_t groups[kGroupsPerTile];
   for (size_t t = 0; t < tiles; ++t) {
@@ -158,7 +159,7 @@ Status encode(const Values& values, float* error, const EncodeOptions& options,
     float tile_scale = scale;
     if (tiled) std::memcpy(&tile_scale, scales + t * kTileScaleBytes, sizeof tile_scale);
     kernels.quantize_tile(tile_input(values, begin, count),
-                          error != nullptr ? error + begin : nullptr, count, g, tile_scale,
+                          residual != nullptr ? residual + begin : nullptr, count, g, tile_scale,
                           0.5f * tile_scale, groups);
     const size_t length = kernels.zero_run_encode(groups, g, payload + payload_bytes);
     detail::write_tile_length(table, t, static_cast<uint16_t>(length));

@@ -133,7 +133,7 @@ void ring_case(tt::Context& ctx, te::ErrorFeedbackStore& store, const std::strin
   for (const size_t s : sizes) total += s;
   std::vector<float> fused(total);
   std::vector<double> exact(total), cum_out(total, 0.0), cum_exact(total, 0.0);
-  te::PushPullOptions options;
+  te::CompressedAllreduceOptions options;
   options.compress = compress;
   options.chunk_bytes = chunk_bytes;
   options.tag_base = 0x2000;
@@ -206,7 +206,7 @@ void push_pull_events(tt::Context& ctx) {
   const auto tensors = layout("pp", {100, 0, 5000});
   std::vector<float> fused(5100, 1.0f);
   Tally tally;
-  te::PushPullOptions options;
+  te::CompressedAllreduceOptions options;
   options.chunk_bytes = 4096;
   options.observer = &tally;
   te::push_pull_sum(ctx, fused, tensors, store, options);
@@ -237,7 +237,7 @@ int malformed(tt::Context& ctx, const std::string& mode) {
   return ts::expect_error_from_rank1(ctx, tag, ring ? 64 : 10, "collectives_probe", [&] {
     if (ring) {
       te::ErrorFeedbackStore store;
-      te::ring_allreduce_sum(ctx, fused, tensors, store, te::PushPullOptions{});
+      te::ring_allreduce_sum(ctx, fused, tensors, store, te::CompressedAllreduceOptions{});
     } else {
       te::allreduce_raw(ctx, std::as_writable_bytes(std::span<float>(fused)),
                         te::ElementType::kFloat32, te::ReduceOp::kSum, tensors, {});

@@ -29,11 +29,11 @@ te::FeedbackSample plain() {
   return s;
 }
 
-te::FeedbackSample measured(float input_max, float error_max) {
+te::FeedbackSample measured(float input_max, float residual_max) {
   te::FeedbackSample s = plain();
   s.measure = true;
   s.input_max = input_max;
-  s.error_max = error_max;
+  s.residual_max = residual_max;
   return s;
 }
 
@@ -88,7 +88,7 @@ TEST(FeedbackMeasure, MeasuresInputAndUpdatedErrorOnlyWhenAsked) {
   std::vector<uint8_t> out(cc::max_block_bytes(x.size()));
   const cc::Values values{x.data(), cc::DType::kFloat32, x.size()};
   te::FeedbackSample sample;
-  sample.measure = true;  // limit 0: every block's error is measured
+  sample.measure = true;  // limit 0: every block's residual is measured
   EXPECT_EQ(te::measure_input(&sample, values), 3.0f);
   cc::EncodedBlock block;
   ASSERT_TRUE(cc::encode(values, e.data(), cc::EncodeOptions{1.0f}, out, &block).ok());
@@ -98,7 +98,7 @@ TEST(FeedbackMeasure, MeasuresInputAndUpdatedErrorOnlyWhenAsked) {
   EXPECT_TRUE(sample.compressed);
   EXPECT_FALSE(sample.non_finite);
   EXPECT_EQ(sample.input_max, 3.0f);
-  EXPECT_EQ(sample.error_max, want);
+  EXPECT_EQ(sample.residual_max, want);
   EXPECT_GT(want, 0.0f);
   // Not a sampled step: nothing measured, but the encoding still counts.
   te::FeedbackSample quiet;
@@ -106,13 +106,13 @@ TEST(FeedbackMeasure, MeasuresInputAndUpdatedErrorOnlyWhenAsked) {
   te::measure_encoded(&quiet, block, 0.0f, e.data(), e.size());
   EXPECT_TRUE(quiet.compressed);
   EXPECT_EQ(quiet.input_max, 0.0f);
-  EXPECT_EQ(quiet.error_max, 0.0f);
+  EXPECT_EQ(quiet.residual_max, 0.0f);
   EXPECT_EQ(te::measure_input(nullptr, values), 0.0f);  // no sample: nothing happens
   te::measure_encoded(nullptr, block, 0.0f, e.data(), e.size());
 }
 
 // A block's residuals are at most half its scale: where that is within limit * the block's
-// input max, the error pass is skipped (it cannot decide the check); elsewhere it is taken.
+// input max, the residual pass is skipped (it cannot decide the check); elsewhere it is taken.
 TEST(FeedbackMeasure, TheErrorPassIsSkippedWhereItCannotDecideTheCheck) {
   std::vector<float> x = {1.0f, -3.0f, 0.25f, 2.0f};
   std::vector<uint8_t> out(cc::max_block_bytes(x.size()));
@@ -128,7 +128,7 @@ TEST(FeedbackMeasure, TheErrorPassIsSkippedWhereItCannotDecideTheCheck) {
     EXPECT_EQ(sample.input_max, 3.0f);
     float want = 0.0f;
     for (float v : e) want = std::max(want, std::fabs(v));
-    return std::pair<float, float>(sample.error_max, want);
+    return std::pair<float, float>(sample.residual_max, want);
   };
   // Healthy: scale / 2 = 0.95 * 3.5 <= 100 * 3, skipped.
   EXPECT_EQ(run({0.5f, 0.0f, 0.0f, 0.0f}).first, 0.0f);
@@ -195,13 +195,13 @@ TEST(FeedbackMonitor, HealthyFeedbackRaisesNothing) {
 TEST(FeedbackMonitor, RunawayIsReportedWhenTheResidualOutlivesTheGradients) {
   te::FeedbackMonitor m(100, 2);
   // A huge gradient once, then tiny ones while the residual decays by 0.9 per step.
-  float error = 0.9e6f;
+  float residual = 0.9e6f;
   std::vector<te::FeedbackAlert> first;
   int first_step = 0;
   for (int s = 1; s <= 81 && first.empty(); ++s) {
-    first = step(m, "fc1.weight", s == 1 ? 1e6f : 1e-6f, error);
+    first = step(m, "fc1.weight", s == 1 ? 1e6f : 1e-6f, residual);
     if (!first.empty()) first_step = s;
-    error *= 0.9f;
+    residual *= 0.9f;
   }
   ASSERT_EQ(first.size(), 1u);
   // Gref keeps the huge gradient for 8 sampled steps: the 1st, 9th, ..., 57th; the 65th is the
@@ -211,7 +211,7 @@ TEST(FeedbackMonitor, RunawayIsReportedWhenTheResidualOutlivesTheGradients) {
   EXPECT_EQ(a.kind, te::FeedbackAlertKind::kRunaway);
   EXPECT_EQ(a.tensor, "fc1.weight");
   for (const char* part :
-       {"3LC error feedback of tensor 'fc1.weight' on rank 2 is running away", "max |error| ",
+       {"3LC error feedback of tensor 'fc1.weight' on rank 2 is running away", "max |residual| ",
         "the largest recent gradient max 1e-06", "sparsity 1.9", "THREELC_FEEDBACK_LIMIT 100",
         "lower THREELC_SPARSITY", "sparsity argument"}) {
     EXPECT_TRUE(contains(a.message, part)) << part << " in: " << a.message;

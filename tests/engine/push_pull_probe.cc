@@ -78,7 +78,7 @@ int run_case(tt::Context& ctx, te::ErrorFeedbackStore& store, const Case& c, boo
   }
   std::vector<float> fused(total);
   std::vector<double> exact(total), cum_out(total, 0.0), cum_exact(total, 0.0);
-  te::PushPullOptions options;
+  te::CompressedAllreduceOptions options;
   options.compress = compress;
   options.chunk_bytes = c.chunk_bytes;
   double worst_first = 0.0, worst_drift = 0.0;
@@ -176,7 +176,7 @@ int foreign(tt::Context& ctx) {
   for (const auto& t : tensors) residuals.push_back(codec.foreign(total + t.offset));
   te::ErrorFeedbackStore store;
   std::vector<float> host(total);
-  te::PushPullOptions options;
+  te::CompressedAllreduceOptions options;
   options.chunk_bytes = 8192;
   for (int it = 0; it < 5; ++it) {
     float* values = codec.real(codec.foreign(0));
@@ -184,7 +184,7 @@ int foreign(tt::Context& ctx) {
       host[i] = values[i] = value(ctx.rank(), i % 7, i, it) * 0.37f;
     }
     te::push_pull_sum(ctx, host, tensors, store, options);
-    te::PushPullOptions via_codec = options;
+    te::CompressedAllreduceOptions via_codec = options;
     via_codec.codec = &codec;
     const std::span<float> fused(codec.foreign(0), total);
     te::push_pull_sum(ctx, fused, fused, tensors, residuals, via_codec);
@@ -210,7 +210,7 @@ int foreign(tt::Context& ctx) {
 int malformed(tt::Context& ctx) {
   std::vector<float> fused(1000, 1.0f);
   const std::vector<te::TensorSlice> tensors = {{"w", 0, fused.size()}};
-  const te::PushPullOptions options;
+  const te::CompressedAllreduceOptions options;
   return ts::expect_error_from_rank1(ctx, options.tag_base, 64, "push_pull_probe", [&] {
     te::ErrorFeedbackStore store;
     te::push_pull_sum(ctx, fused, tensors, store, options);

@@ -50,20 +50,20 @@ TEST(Stats, SumsWireBytesAndPhaseTimes) {
   EXPECT_EQ(stats.cycles(), 2u);
 }
 
-TEST(Stats, CountsOperationsByKindAndCompression) {
+TEST(Stats, CountsCollectivesByKindAndCompression) {
   te::Stats stats(4);
-  stats.operation_done("allreduce", 10, 4'000'000, true, 60'000);
-  stats.operation_done("allreduce", 1, 1000, false, 1600);
-  stats.operation_done("allreduce", 3, 8'000'000, true, 140'000);
-  stats.operation_done("broadcast", 1, 400, false, 400);
+  stats.collective_done("allreduce", 10, 4'000'000, true, 60'000);
+  stats.collective_done("allreduce", 1, 1000, false, 1600);
+  stats.collective_done("allreduce", 3, 8'000'000, true, 140'000);
+  stats.collective_done("broadcast", 1, 400, false, 400);
   ASSERT_EQ(stats.by_kind().size(), 2u);
   const auto& allreduce = stats.by_kind().at("allreduce");
-  EXPECT_EQ(allreduce.operations, 3u);
+  EXPECT_EQ(allreduce.collectives, 3u);
   EXPECT_EQ(allreduce.tensors, 14u);
   EXPECT_EQ(allreduce.input_bytes, 12'001'000u);
   EXPECT_EQ(allreduce.wire_bytes, 201'600u);
-  EXPECT_EQ(stats.by_kind().at("broadcast").operations, 1u);
-  EXPECT_EQ(stats.compressed().operations, 2u);
+  EXPECT_EQ(stats.by_kind().at("broadcast").collectives, 1u);
+  EXPECT_EQ(stats.compressed().collectives, 2u);
   EXPECT_EQ(stats.compressed().tensors, 13u);
   EXPECT_EQ(stats.compressed().input_bytes, 12'000'000u);
   EXPECT_EQ(stats.compressed().wire_bytes, 200'000u);
@@ -75,13 +75,13 @@ TEST(Stats, CountsOperationsByKindAndCompression) {
 
 TEST(Stats, NoRatioWithoutTraffic) {
   te::Stats one_rank(1);
-  one_rank.operation_done("allreduce", 1, 4'000'000, true, 0);
+  one_rank.collective_done("allreduce", 1, 4'000'000, true, 0);
   EXPECT_EQ(one_rank.compression_ratio(), 0.0);
   te::Stats nothing(8);
   EXPECT_EQ(nothing.compression_ratio(), 0.0);
   const std::string report = nothing.report(5);
   EXPECT_NE(report.find("rank 5"), std::string::npos) << report;
-  EXPECT_NE(report.find("operations: none"), std::string::npos) << report;
+  EXPECT_NE(report.find("collectives: none"), std::string::npos) << report;
   EXPECT_EQ(report.find("less traffic"), std::string::npos) << report;
 }
 
@@ -91,8 +91,8 @@ TEST(Stats, ReportIsAFewReadableLines) {
   stats.record(event(te::Phase::kReceive, 0, 250'000'000, 5 << 20, 1));
   stats.add_negotiation(10'000'000);
   stats.add_cycle(2'000'000'000);
-  stats.operation_done("allreduce", 4, 64 << 20, true, 1 << 20);
-  stats.operation_done("allgather", 1, 100, false, 100);
+  stats.collective_done("allreduce", 4, 64 << 20, true, 1 << 20);
+  stats.collective_done("allgather", 1, 100, false, 100);
   const std::string report = stats.report(0);
   SCOPED_TRACE(report);
   EXPECT_EQ(report.rfind("statistics of rank 0 (2 ranks):", 0), 0u);

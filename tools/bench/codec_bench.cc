@@ -51,7 +51,7 @@ namespace tc = threelc::compression;
 constexpr const char* kHelp = R"(usage: threelc-bench codec [options]
 
 Throughput mode (default): for each block size, single thread, fp32 input of Gaussian values
-(sigma 1) with an error buffer of Gaussian residuals (sigma 0.3, restored before every
+(sigma 1) with a residual buffer of Gaussian values (sigma 0.3, restored before every
 repetition, outside the timing), it measures, interleaving the repetitions of the four ops
 (blocks up to 64 MiB: each timed run right after an untimed warm-up run of the same op)
   memcpy      of the same number of bytes (the baseline),
@@ -314,7 +314,7 @@ int run_throughput(const Options& opt) {
       const auto nothing = [] {};
       const std::vector<Op> ops = {
           {nothing, [&] { std::memcpy(dst.data(), x.data(), 4 * n); }},
-          // The error buffer is restored before every encode, so each one sees the same input.
+          // The residual buffer is restored before every encode, so each one sees the same input.
           {[&] { std::memcpy(e.data(), e0.data(), 4 * n); },
            [&] { ok = ok && tc::encode(values, e.data(), eopt, block, &result).ok(); }},
           {nothing, [&] { ok = ok && tc::decode(encoded, n, dst.data(), {isa}).ok(); }},

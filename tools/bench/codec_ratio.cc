@@ -73,8 +73,8 @@ int run_ratio(const Options& opt) {
   std::vector<uint8_t> block(tc::max_block_bytes(max_count));
   for (float s : opt.sparsities) {
     if (std::fseek(file.f, file.data_offset, SEEK_SET) != 0) return 1;
-    std::vector<std::vector<float>> errors;
-    for (uint64_t c : file.counts) errors.emplace_back(c, 0.0f);
+    std::vector<std::vector<float>> residuals;
+    for (uint64_t c : file.counts) residuals.emplace_back(c, 0.0f);
     uint64_t encoded = 0, count = 0, raw_blocks = 0, zero_values = 0;
     for (uint32_t step = 0; step < file.steps; ++step) {
       for (size_t t = 0; t < file.counts.size(); ++t) {
@@ -90,7 +90,7 @@ int run_ratio(const Options& opt) {
         eopt.scale_tile = opt.scale_tile;
         eopt.isa = isa;
         const tc::Status status =
-            tc::encode(tc::Values{values.data(), tc::DType::kFloat32, n}, errors[t].data(), eopt,
+            tc::encode(tc::Values{values.data(), tc::DType::kFloat32, n}, residuals[t].data(), eopt,
                        std::span<uint8_t>(block.data(), tc::max_block_bytes(n)), &result);
         if (!status.ok()) {
           std::fprintf(stderr, "encode: %s\n", status.message().c_str());

@@ -35,13 +35,14 @@ typedef enum threelc_dtype {
 size_t threelc_codec_max_block_bytes(size_t count);
 
 /* Encodes `count` values of `dtype` (FLOAT32, FLOAT16 or BFLOAT16) as a 3LC block (format v1,
- * one scale). `error` may be NULL. Writes the block size to *block_bytes. */
-int threelc_codec_encode(const void* values, int dtype, size_t count, float* error, float sparsity,
-                         void* out, size_t out_capacity, size_t* block_bytes);
+ * one scale). `residual` (the error-feedback memory, `count` floats, updated in place) may be
+ * NULL. Writes the block size to *block_bytes. */
+int threelc_codec_encode(const void* values, int dtype, size_t count, float* residual,
+                         float sparsity, void* out, size_t out_capacity, size_t* block_bytes);
 
 /* The same with a scale per tile of `scale_tile` values (format v2; a multiple of 5 up to
  * 20480); scale_tile 0 is threelc_codec_encode. */
-int threelc_codec_encode_tiled(const void* values, int dtype, size_t count, float* error,
+int threelc_codec_encode_tiled(const void* values, int dtype, size_t count, float* residual,
                                float sparsity, size_t scale_tile, void* out, size_t out_capacity,
                                size_t* block_bytes);
 

@@ -195,7 +195,7 @@ Status check_encode(const DeviceValues& values, const EncodeOptions& options, si
 // Queues both encode passes and the block's write (`layout`, v1 or v2) to `block` (device);
 // then waits for the header and returns it. The block's max decides the raw fallback in both
 // formats: a tile's scale overflows exactly when the block's does.
-Status queue_encode(const DeviceValues& values, float* error, const EncodeOptions& options,
+Status queue_encode(const DeviceValues& values, float* residual, const EncodeOptions& options,
                     const BlockLayout& layout, Workspace::Impl& ws, cudaStream_t stream,
                     bool raw_values, uint8_t* block, BlockHeader* header) {
   const size_t n = values.count;
@@ -203,8 +203,8 @@ Status queue_encode(const DeviceValues& values, float* error, const EncodeOption
   if (Status s = ws.reserve_pinned(kHeaderBytes); !s.ok()) return s;
   THREELC_CUDA_TRY(cudaMemsetAsync(ws.buffers.max_bits, 0, sizeof(uint32_t), stream));
   THREELC_CUDA_TRY(
-      detail::launch_abs_max(values.data, values.dtype, error, n, ws.buffers.max_bits, stream));
-  THREELC_CUDA_TRY(detail::launch_quantize_tiles(values.data, values.dtype, error, layout,
+      detail::launch_abs_max(values.data, values.dtype, residual, n, ws.buffers.max_bits, stream));
+  THREELC_CUDA_TRY(detail::launch_quantize_tiles(values.data, values.dtype, residual, layout,
                                                  options.sparsity, ws.buffers, stream));
   if (Status s = ws.scan_tile_offsets(layout.tiles(), stream); !s.ok()) return s;
   THREELC_CUDA_TRY(detail::launch_write_block(values.data, values.dtype, layout, options.sparsity,
@@ -234,7 +234,7 @@ Status encode_empty(const EncodeOptions& options, std::span<uint8_t> out, Encode
 
 }  // namespace
 
-Status encode_to_host(const DeviceValues& values, float* error, const EncodeOptions& options,
+Status encode_to_host(const DeviceValues& values, float* residual, const EncodeOptions& options,
                       Workspace& workspace, Stream stream, std::span<uint8_t> out,
                       EncodedBlock* result) {
   if (Status s = check_encode(values, options, out.size()); !s.ok()) return s;
@@ -245,8 +245,8 @@ Status encode_to_host(const DeviceValues& values, float* error, const EncodeOpti
   const BlockLayout layout = detail::encode_layout(values.count, options.scale_tile);
   if (Status s = ws.reserve_block(layout.max_bytes()); !s.ok()) return s;
   BlockHeader header;
-  if (Status s =
-          queue_encode(values, error, options, layout, ws, cuda_stream, false, ws.block, &header);
+  if (Status s = queue_encode(values, residual, options, layout, ws, cuda_stream, false, ws.block,
+                              &header);
       !s.ok()) {
     return s;
   }
@@ -265,7 +265,7 @@ Status encode_to_host(const DeviceValues& values, float* error, const EncodeOpti
   return Status::success();
 }
 
-Status encode_on_device(const DeviceValues& values, float* error, const EncodeOptions& options,
+Status encode_on_device(const DeviceValues& values, float* residual, const EncodeOptions& options,
                         Workspace& workspace, Stream stream, uint8_t* out_device,
                         size_t out_capacity, EncodedBlock* result) {
   if (Status s = check_encode(values, options, out_capacity); !s.ok()) return s;
@@ -283,8 +283,8 @@ Status encode_on_device(const DeviceValues& values, float* error, const EncodeOp
   if (Status s = ws.begin(cuda_stream); !s.ok()) return s;
   const BlockLayout layout = detail::encode_layout(values.count, options.scale_tile);
   BlockHeader header;
-  if (Status s =
-          queue_encode(values, error, options, layout, ws, cuda_stream, true, out_device, &header);
+  if (Status s = queue_encode(values, residual, options, layout, ws, cuda_stream, true, out_device,
+                              &header);
       !s.ok()) {
     return s;
   }

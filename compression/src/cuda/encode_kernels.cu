@@ -21,7 +21,7 @@ struct MaxOp {
   }
 };
 
-// a = x[i] + e[i] (fp32 add), or x[i] without an error buffer.
+// a = x[i] + e[i] (fp32 add), or x[i] without a residual buffer.
 template <typename Input>
 __device__ float plus_error(Input x, const float* e, size_t i) {
   return e != nullptr ? __fadd_rn(x[i], e[i]) : x[i];

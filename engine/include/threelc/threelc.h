@@ -120,10 +120,13 @@ int threelc_cross_size(void);
 int threelc_is_homogeneous(void);
 
 /* Submissions. Each returns a handle > 0, or a negative code (nothing was submitted). Buffers
- * must stay valid and unchanged until the handle is done. The reductions (allreduce, push_pull,
- * reducescatter) refuse a THREELC_BOOL tensor with THREELC_EINVAL; the others move it. */
+ * must stay valid and unchanged until the handle is done. The reductions (allreduce and its
+ * alias push_pull, reducescatter) refuse a THREELC_BOOL tensor with THREELC_EINVAL; the others
+ * move it. */
 threelc_handle threelc_allreduce(const threelc_tensor* tensor, const threelc_options* options);
-/* The same operation under the paper's name. */
+/* An alias of threelc_allreduce, for callers that know the operation by BytePS's name: the same
+ * operation, run as threelc_allreduce runs it (when compressed, the 3LC push_pull algorithm or the
+ * ring, as THREELC_ALLREDUCE says; otherwise the raw allreduce). */
 threelc_handle threelc_push_pull(const threelc_tensor* tensor, const threelc_options* options);
 threelc_handle threelc_broadcast(const threelc_tensor* tensor, const threelc_options* options);
 /* Concatenates every rank's tensor along the first dimension (its length may differ). */
@@ -210,7 +213,8 @@ int threelc_release(threelc_handle handle);
 typedef struct threelc_statistics {
   uint64_t wire_bytes_sent;     /* bytes of messages this rank sent to other ranks' data channels */
   uint64_t wire_bytes_received; /* bytes of messages it received on them */
-  uint64_t operations;          /* operations completed (successfully or not) */
+  uint64_t operations;          /* submitted operations completed (successfully or not): one per
+                                 * handle, however many ran in one fused collective */
   uint64_t allreduce_bytes;     /* input bytes of the allreduces it completed */
 } threelc_statistics;
 

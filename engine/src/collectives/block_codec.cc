@@ -6,11 +6,11 @@ namespace threelc::engine {
 
 namespace cc = threelc::compression;
 
-cc::Status HostBlockCodec::encode(const float* values, size_t count, float* error,
+cc::Status HostBlockCodec::encode(const float* values, size_t count, float* residual,
                                   const cc::EncodeOptions* quantize, std::span<uint8_t> out,
                                   cc::EncodedBlock* result) {
   const cc::Values input{values, cc::DType::kFloat32, count};
-  return quantize != nullptr ? cc::encode(input, error, *quantize, out, result)
+  return quantize != nullptr ? cc::encode(input, residual, *quantize, out, result)
                              : cc::encode_raw(input, out, result);
 }
 

@@ -11,14 +11,14 @@ namespace threelc::engine {
 
 namespace cc = threelc::compression;
 
-std::vector<float*> coding_residuals(const char* collective, std::span<float* const> errors,
+std::vector<float*> coding_residuals(const char* collective, std::span<float* const> residuals,
                                      size_t tensors, bool compress) {
-  if (compress ? errors.size() != tensors : !errors.empty()) {
-    throw std::invalid_argument(std::string(collective) + ": " + std::to_string(errors.size()) +
-                                " error buffers for " + std::to_string(tensors) +
+  if (compress ? residuals.size() != tensors : !residuals.empty()) {
+    throw std::invalid_argument(std::string(collective) + ": " + std::to_string(residuals.size()) +
+                                " residual buffers for " + std::to_string(tensors) +
                                 " tensors (one each when compressing, none otherwise)");
   }
-  std::vector<float*> buffers(errors.begin(), errors.end());
+  std::vector<float*> buffers(residuals.begin(), residuals.end());
   if (buffers.empty()) buffers.assign(tensors, nullptr);
   return buffers;
 }
@@ -26,7 +26,7 @@ std::vector<float*> coding_residuals(const char* collective, std::span<float* co
 BlockMessages::BlockMessages(BlockCoding coding, detail::Transfers& transfers)
     : options_(*coding.options),
       tensors_(coding.tensors),
-      errors_(std::move(coding.errors)),
+      residuals_(std::move(coding.residuals)),
       codec_(*coding.codec),
       workspace_(coding.workspace),
       transfers_(transfers),
@@ -54,14 +54,14 @@ void BlockMessages::release(const IncomingBlock& m) {
   if (workspace_ == nullptr) m.buffer->release();
 }
 
-float* BlockMessages::error_at(const Block& b) const {
-  float* e = errors_[b.tensor];
-  return e == nullptr ? nullptr : e + (b.offset - tensors_[b.tensor].offset);
+float* BlockMessages::residual_at(const Block& b) const {
+  float* r = residuals_[b.tensor];
+  return r == nullptr ? nullptr : r + (b.offset - tensors_[b.tensor].offset);
 }
 
 std::span<const uint8_t> BlockMessages::encode(const Block& b, std::span<const float> source) {
   ScratchBuffer<uint8_t>& out = buffer_for(b);
-  float* error = error_at(b);
+  float* residual = residual_at(b);
   const float* values = source.data() + b.offset;
   FeedbackSample* sample = sample_of(options_.feedback, options_.compress, b.tensor);
   // Magnitudes are measured only where the CPU can read the values and residuals.
@@ -69,14 +69,14 @@ std::span<const uint8_t> BlockMessages::encode(const Block& b, std::span<const f
   const float input_max = measure_input(sample, cc::Values{values, cc::DType::kFloat32, b.count});
   const int64_t begin = detail::event_start(options_.observer);
   cc::EncodedBlock result;
-  const cc::Status status =
-      codec_.encode(values, b.count, error, options_.compress ? &quantize_ : nullptr, out, &result);
+  const cc::Status status = codec_.encode(values, b.count, residual,
+                                          options_.compress ? &quantize_ : nullptr, out, &result);
   if (!status.ok()) {
     throw CollectiveError(-1, transfers_.who() + ": encoding tensor '" + tensors_[b.tensor].name +
                                   "' failed: " + status.message());
   }
   detail::record_event(options_.observer, Phase::kCompress, b.tensor, begin, result.bytes);
-  measure_encoded(sample, result, input_max, error, b.count);
+  measure_encoded(sample, result, input_max, residual, b.count);
   return {out.data(), result.bytes};
 }
 

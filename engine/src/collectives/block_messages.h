@@ -15,7 +15,7 @@
 
 #include "collectives/block_codec.h"
 #include "collectives/block_plan.h"
-#include "collectives/push_pull.h"
+#include "collectives/compressed_allreduce_options.h"
 #include "collectives/scratch_buffer.h"
 #include "collectives/transfers.h"
 #include "threelc/compression/codec.h"
@@ -25,17 +25,17 @@ namespace threelc::engine {
 // What a compressed allreduce's blocks are encoded with.
 struct BlockCoding {
   // compress, sparsity and scale tile (how blocks are encoded), feedback (samples), observer.
-  const PushPullOptions* options = nullptr;
+  const CompressedAllreduceOptions* options = nullptr;
   std::span<const TensorSlice> tensors;
-  std::vector<float*> errors;  // [tensor]: its residual buffer; nullptr: none (raw blocks)
+  std::vector<float*> residuals;  // [tensor]: its residual buffer; nullptr: none (raw blocks)
   BlockCodec* codec = nullptr;
   Workspace* workspace = nullptr;  // keeps message buffers across calls; nullptr: the call's own
 };
 
-// The residual of each of `tensors` for BlockCoding::errors: `errors` itself when compressing
-// (one each), nullptr for every tensor otherwise (`errors` empty). Throws std::invalid_argument
-// naming `collective` when `errors` does not match.
-std::vector<float*> coding_residuals(const char* collective, std::span<float* const> errors,
+// The residual of each of `tensors` for BlockCoding::residuals: `residuals` itself when
+// compressing (one each), nullptr for every tensor otherwise (`residuals` empty). Throws
+// std::invalid_argument naming `collective` when `residuals` does not match.
+std::vector<float*> coding_residuals(const char* collective, std::span<float* const> residuals,
                                      size_t tensors, bool compress);
 
 // A block message posted for receipt: its buffer and the Transfers id to wait on.
@@ -77,11 +77,11 @@ class BlockMessages {
               const char* phase);
 
  private:
-  float* error_at(const Block& b) const;
+  float* residual_at(const Block& b) const;
 
-  const PushPullOptions& options_;
+  const CompressedAllreduceOptions& options_;
   std::span<const TensorSlice> tensors_;
-  std::vector<float*> errors_;
+  std::vector<float*> residuals_;
   BlockCodec& codec_;
   Workspace* workspace_;
   detail::Transfers& transfers_;

@@ -55,17 +55,17 @@ float measure_input(FeedbackSample* sample, const cc::Values& values) {
 }
 
 void measure_encoded(FeedbackSample* sample, const cc::EncodedBlock& block, float input_max,
-                     const float* error, size_t count) {
+                     const float* residual, size_t count) {
   if (sample == nullptr) return;
   sample->compressed = true;
   if (block.format == cc::Format::kRaw) {
-    sample->non_finite = true;  // the error buffer was left as it was
+    sample->non_finite = true;  // the residual was left as it was
     return;
   }
-  if (!sample->measure || error == nullptr) return;
+  if (!sample->measure || residual == nullptr) return;
   if (sample->limit > 0 && 0.5 * block.scale <= sample->limit * input_max) return;
-  sample->error_max =
-      nan_max(sample->error_max, cc::max_abs(cc::Values{error, cc::DType::kFloat32, count}));
+  sample->residual_max =
+      nan_max(sample->residual_max, cc::max_abs(cc::Values{residual, cc::DType::kFloat32, count}));
 }
 
 FeedbackMonitor::FeedbackMonitor(double limit, int rank) : limit_(limit), rank_(rank) {}
@@ -119,15 +119,15 @@ void FeedbackMonitor::check_runaway(const std::string& name, Tensor& t, float sp
   ++t.checks;
   const size_t kept = std::min(t.checks, kHistory);
   const float reference = *std::max_element(t.gradient_max.begin(), t.gradient_max.begin() + kept);
-  const double error = sample.error_max;
-  if (!(reference > 0.0f) || !(error > limit_ * reference)) return;
-  const double ratio = error / reference;
+  const double residual = sample.residual_max;
+  if (!(reference > 0.0f) || !(residual > limit_ * reference)) return;
+  const double ratio = residual / reference;
   FeedbackAlert alert{FeedbackAlertKind::kRunaway, name, ""};
   if (t.reported_ratio == 0.0 ||
       (std::isfinite(t.reported_ratio) && ratio >= 2 * t.reported_ratio)) {
     t.reported_ratio = ratio;
     alert.message = "3LC error feedback of tensor '" + name + "' on rank " + std::to_string(rank_) +
-                    " is running away: max |error| " + format("%.2g", error) + " is " +
+                    " is running away: max |residual| " + format("%.2g", residual) + " is " +
                     ratio_text(ratio) + " the largest recent gradient max " +
                     format("%.2g", reference) + " (sparsity " + sparsity_text(sparsity) +
                     ", THREELC_FEEDBACK_LIMIT " + format("%g", limit_) +

@@ -3,14 +3,14 @@
 //
 // - runaway: every 8th compressed step of a tensor (a sampled step: the 1st, 9th, 17th, ...)
 //   the collective measures G = max |values this rank encoded with error feedback| (its
-//   gradient where it pushes, the sum it reduced where it owns the segment) and E = max |error
-//   buffer| after the update. With Gref the largest G of the last 8 sampled steps, E > limit *
+//   gradient where it pushes, the sum it reduced where it owns the segment) and E = max
+//   |residual| after the update. With Gref the largest G of the last 8 sampled steps, E > limit *
 //   Gref (THREELC_FEEDBACK_LIMIT) means the residual has lost touch with the gradients it
 //   should be a fraction of (|e| <= s/2 * max |x + e| per block, so E stays within
 //   s / (2 - s) * G while gradients keep their scale). Reported once per tensor, then again
 //   only when the ratio has doubled since the last report.
 // - non-finite: a block of a compressed tensor came back raw because its values were NaN or
-//   Inf (or so large that the scale overflows): it was sent uncompressed and its error buffer
+//   Inf (or so large that the scale overflows): it was sent uncompressed and its residual
 //   left as it was (docs/DESIGN.md, "The block and its raw fallback"). Reported at the 1st,
 //   10th, 100th, ... occurrence.
 //
@@ -32,16 +32,16 @@ namespace threelc::engine {
 
 // What a compressed allreduce measured of one tensor on this rank during one call.
 struct FeedbackSample {
-  bool measure = false;     // in: measure input_max and error_max (a sampled step)
-  double limit = 0.0;       // in: the runaway limit (0: measure every block's error)
+  bool measure = false;     // in: measure input_max and residual_max (a sampled step)
+  double limit = 0.0;       // in: the runaway limit (0: measure every block's residual)
   bool compressed = false;  // out: some block of the tensor was encoded with error feedback
   bool non_finite = false;  // out: some block came back raw (values not finite)
   float input_max = 0.0f;   // out, when measured: max |values encoded| (NaN if one was NaN)
-  // out, when measured: max |error buffer| after the update, over the blocks where it can
+  // out, when measured: max |residual| after the update, over the blocks where it can
   // exceed limit * that block's input max. A block's residuals are at most half its scale, so
   // a block whose scale / 2 <= limit * its input max cannot decide the check (Gref is at least
-  // that input max) and its error pass is skipped: in healthy training every block's is.
-  float error_max = 0.0f;
+  // that input max) and its residual pass is skipped: in healthy training every block's is.
+  float residual_max = 0.0f;
 };
 
 // The collectives' side, around every encoding of a block of a tensor with error feedback
@@ -49,7 +49,7 @@ struct FeedbackSample {
 // measuring (0 otherwise), to be passed to measure_encoded after the encoding.
 float measure_input(FeedbackSample* sample, const compression::Values& values);
 void measure_encoded(FeedbackSample* sample, const compression::EncodedBlock& block,
-                     float input_max, const float* error, size_t count);
+                     float input_max, const float* residual, size_t count);
 
 // The sample of tensor `index` in a collective's `samples` (empty: none kept), or null where
 // the collective does not compress.

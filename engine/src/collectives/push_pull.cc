@@ -134,9 +134,9 @@ class PushPull {
   std::vector<std::vector<IncomingBlock>> pushed_in_;  // [peer][block of own segment]
 };
 
-// The checks every overload makes before it touches an error buffer.
+// The checks every overload makes before it touches a residual buffer.
 void check_call(size_t input, size_t output, std::span<const TensorSlice> tensors,
-                const PushPullOptions& options) {
+                const CompressedAllreduceOptions& options) {
   if (input != output) {
     throw std::invalid_argument("push_pull: input has " + std::to_string(input) +
                                 " values, output " + std::to_string(output));
@@ -150,10 +150,10 @@ void check_call(size_t input, size_t output, std::span<const TensorSlice> tensor
 
 // push_pull_sum once check_call has passed.
 void run_checked(transport::Context& context, std::span<const float> input, std::span<float> fused,
-                 std::span<const TensorSlice> tensors, std::span<float* const> errors,
-                 const PushPullOptions& options) {
+                 std::span<const TensorSlice> tensors, std::span<float* const> residuals,
+                 const CompressedAllreduceOptions& options) {
   std::vector<float*> buffers =
-      coding_residuals("push_pull", errors, tensors.size(), options.compress);
+      coding_residuals("push_pull", residuals, tensors.size(), options.compress);
   BlockPlan plan = plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);
   HostBlockCodec host;
   BlockCodec& codec = options.codec != nullptr ? *options.codec : host;
@@ -164,7 +164,7 @@ void run_checked(transport::Context& context, std::span<const float> input, std:
   PushPull(context, std::move(plan),
            {.options = &options,
             .tensors = tensors,
-            .errors = std::move(buffers),
+            .residuals = std::move(buffers),
             .codec = &codec,
             .workspace = options.workspace},
            input, fused)
@@ -174,27 +174,27 @@ void run_checked(transport::Context& context, std::span<const float> input, std:
 }  // namespace
 
 void push_pull_sum(transport::Context& context, std::span<float> fused,
-                   std::span<const TensorSlice> tensors, ErrorFeedbackStore& errors,
-                   const PushPullOptions& options) {
-  push_pull_sum(context, fused, fused, tensors, errors, options);
+                   std::span<const TensorSlice> tensors, ErrorFeedbackStore& residuals,
+                   const CompressedAllreduceOptions& options) {
+  push_pull_sum(context, fused, fused, tensors, residuals, options);
 }
 
 void push_pull_sum(transport::Context& context, std::span<const float> input,
                    std::span<float> fused, std::span<const TensorSlice> tensors,
-                   ErrorFeedbackStore& errors, const PushPullOptions& options) {
+                   ErrorFeedbackStore& residuals, const CompressedAllreduceOptions& options) {
   check_call(input.size(), fused.size(), tensors, options);
   std::vector<float*> buffers;
   if (options.compress) {
-    for (const TensorSlice& t : tensors) buffers.push_back(errors.get(t.name, t.count).data());
+    for (const TensorSlice& t : tensors) buffers.push_back(residuals.get(t.name, t.count).data());
   }
   run_checked(context, input, fused, tensors, buffers, options);
 }
 
 void push_pull_sum(transport::Context& context, std::span<const float> input,
                    std::span<float> fused, std::span<const TensorSlice> tensors,
-                   std::span<float* const> errors, const PushPullOptions& options) {
+                   std::span<float* const> residuals, const CompressedAllreduceOptions& options) {
   check_call(input.size(), fused.size(), tensors, options);
-  run_checked(context, input, fused, tensors, errors, options);
+  run_checked(context, input, fused, tensors, residuals, options);
 }
 
 }  // namespace threelc::engine

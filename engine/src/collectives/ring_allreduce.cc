@@ -121,22 +121,23 @@ class RingAllreduce {
   std::vector<std::vector<IncomingBlock>> scattered_in_;  // [segment][block]: partial sums
 };
 
-// The checks every overload makes before it touches an error buffer; the layout's plan.
+// The checks every overload makes before it touches a residual buffer; the layout's plan.
 BlockPlan checked_plan(transport::Context& context, std::span<float> fused,
-                       std::span<const TensorSlice> tensors, const PushPullOptions& options) {
+                       std::span<const TensorSlice> tensors,
+                       const CompressedAllreduceOptions& options) {
   if (const cc::Status status = cc::check_encode_options(encode_options(options)); !status.ok()) {
     throw std::invalid_argument("ring_allreduce: " + status.message());
   }
   check_samples(options.feedback, tensors.size(), "ring_allreduce");
-  // Validates the layout (and sizes every error buffer) even where nothing is sent.
+  // Validates the layout (and sizes every residual buffer) even where nothing is sent.
   return plan_blocks(fused.size(), tensors, context.size(), options.chunk_bytes);
 }
 
 void run_planned(transport::Context& context, BlockPlan plan, std::span<float> fused,
-                 std::span<const TensorSlice> tensors, std::span<float* const> errors,
-                 const PushPullOptions& options) {
+                 std::span<const TensorSlice> tensors, std::span<float* const> residuals,
+                 const CompressedAllreduceOptions& options) {
   std::vector<float*> buffers =
-      coding_residuals("ring_allreduce", errors, tensors.size(), options.compress);
+      coding_residuals("ring_allreduce", residuals, tensors.size(), options.compress);
   if (context.size() == 1) return;
   HostBlockCodec host;
   // No workspace: the ring allocates its message buffers per call and frees each partial sum
@@ -144,7 +145,7 @@ void run_planned(transport::Context& context, BlockPlan plan, std::span<float> f
   RingAllreduce(context, std::move(plan),
                 {.options = &options,
                  .tensors = tensors,
-                 .errors = std::move(buffers),
+                 .residuals = std::move(buffers),
                  .codec = options.codec != nullptr ? options.codec : &host,
                  .workspace = nullptr},
                 fused)
@@ -154,20 +155,20 @@ void run_planned(transport::Context& context, BlockPlan plan, std::span<float> f
 }  // namespace
 
 void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
-                        std::span<const TensorSlice> tensors, ErrorFeedbackStore& errors,
-                        const PushPullOptions& options) {
+                        std::span<const TensorSlice> tensors, ErrorFeedbackStore& residuals,
+                        const CompressedAllreduceOptions& options) {
   BlockPlan plan = checked_plan(context, fused, tensors, options);
   std::vector<float*> buffers;
   if (options.compress) {
-    for (const TensorSlice& t : tensors) buffers.push_back(errors.get(t.name, t.count).data());
+    for (const TensorSlice& t : tensors) buffers.push_back(residuals.get(t.name, t.count).data());
   }
   run_planned(context, std::move(plan), fused, tensors, buffers, options);
 }
 
 void ring_allreduce_sum(transport::Context& context, std::span<float> fused,
-                        std::span<const TensorSlice> tensors, std::span<float* const> errors,
-                        const PushPullOptions& options) {
-  run_planned(context, checked_plan(context, fused, tensors, options), fused, tensors, errors,
+                        std::span<const TensorSlice> tensors, std::span<float* const> residuals,
+                        const CompressedAllreduceOptions& options) {
+  run_planned(context, checked_plan(context, fused, tensors, options), fused, tensors, residuals,
               options);
 }
 

@@ -33,7 +33,7 @@ std::string format_seconds(int64_t ns) {
 }
 
 void add(Stats::Totals& totals, size_t tensors, size_t input_bytes, size_t wire_bytes) {
-  ++totals.operations;
+  ++totals.collectives;
   totals.tensors += tensors;
   totals.input_bytes += input_bytes;
   totals.wire_bytes += wire_bytes;
@@ -81,8 +81,8 @@ void Stats::add_cycle(int64_t ns) {
   loop_ns_ += ns;
 }
 
-void Stats::operation_done(std::string_view kind, size_t tensors, size_t input_bytes,
-                           bool compressed, size_t wire_bytes_sent) {
+void Stats::collective_done(std::string_view kind, size_t tensors, size_t input_bytes,
+                            bool compressed, size_t wire_bytes_sent) {
   auto found = by_kind_.find(kind);
   if (found == by_kind_.end()) found = by_kind_.emplace(std::string(kind), Totals{}).first;
   add(found->second, tensors, input_bytes, wire_bytes_sent);
@@ -99,13 +99,13 @@ double Stats::compression_ratio() const {
 std::string Stats::report(int rank) const {
   std::string out =
       "statistics of rank " + std::to_string(rank) + " (" + std::to_string(size_) + " ranks):";
-  out += "\n  operations:";
+  out += "\n  collectives:";
   if (by_kind_.empty()) out += " none";
   bool first = true;
   for (const auto& [kind, totals] : by_kind_) {
     out += first ? " " : ", ";
     first = false;
-    out += kind + " " + std::to_string(totals.operations) + " (" + std::to_string(totals.tensors) +
+    out += kind + " " + std::to_string(totals.collectives) + " (" + std::to_string(totals.tensors) +
            " tensors, " + format_bytes(totals.input_bytes) + ")";
   }
   out +=

@@ -1,12 +1,14 @@
 // THREELC_STATS=1: what this rank's engine did, printed at shutdown. Fed by the collectives (as
 // their CollectiveObserver) and by the background loop (negotiation, fusion copies, cycles,
-// finished operations).
+// collectives run). It counts collectives (a fused allreduce of many tensors is one); the
+// operations callers submitted (one per handle) are threelc_get_statistics's count
+// (traffic_counters.h).
 //
 // Compression ratio. A rank's wire bytes depend on the number of ranks N: an uncompressed
 // allreduce (ring or push_pull with raw blocks) puts 2(N-1)/N of its input on the wire per rank,
 // a 3LC one 2(N-1)/N of the encoded size. So the ratio printed is
-//     (2(N-1)/N * input bytes of the compressed operations) / wire bytes they sent,
-// "times less traffic than the same operations uncompressed", which does not depend on N and is
+//     (2(N-1)/N * input bytes of the compressed collectives) / wire bytes they sent,
+// "times less traffic than the same collectives uncompressed", which does not depend on N and is
 // the codec's ratio over the input dtype plus the framing (block headers, tile tables). With one
 // rank nothing is sent and no ratio is printed.
 //
@@ -43,10 +45,10 @@ const char* stats_phase_name(StatsPhase phase);  // "negotiate", "fusion copy", 
 
 class Stats : public CollectiveObserver {
  public:
-  // What was sent and done for one kind of operation (or for the compressed ones).
+  // What was sent and done for one kind of collective (or for the compressed ones).
   struct Totals {
-    uint64_t operations = 0;  // collectives run (a fused allreduce of many tensors is one)
-    uint64_t tensors = 0;     // tensors they carried
+    uint64_t collectives = 0;  // collectives run (a fused allreduce of many tensors is one)
+    uint64_t tensors = 0;      // tensors they carried
     uint64_t input_bytes = 0;
     uint64_t wire_bytes = 0;  // bytes this rank sent for them
   };
@@ -66,8 +68,8 @@ class Stats : public CollectiveObserver {
   // A collective finished: `kind` is its name ("allreduce", op_kind_name()), carrying `tensors`
   // tensors of `input_bytes` in all, 3LC-compressed or not, for which this rank sent
   // `wire_bytes_sent` (e.g. the difference of bytes_sent() around it).
-  void operation_done(std::string_view kind, size_t tensors, size_t input_bytes, bool compressed,
-                      size_t wire_bytes_sent);
+  void collective_done(std::string_view kind, size_t tensors, size_t input_bytes, bool compressed,
+                       size_t wire_bytes_sent);
   // The error-feedback monitor (collectives/feedback_monitor.h) found a tensor's residual
   // running away at a sampled step, or a compressed tensor's values not finite (sent raw).
   void add_feedback_runaway() { ++feedback_runaways_; }

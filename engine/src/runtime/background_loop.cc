@@ -188,9 +188,9 @@ void BackgroundLoop::execute(const Response& response, int64_t arrived_ns) {
     report_feedback();
     size_t input_bytes = 0;
     for (const OpRequest& t : response.tensors) input_bytes += t.bytes();
-    parts_.stats->operation_done(op_kind_name(response.kind), response.tensors.size(), input_bytes,
-                                 response.tensors[0].compress,
-                                 parts_.stats->bytes_sent() - sent_before);
+    parts_.stats->collective_done(op_kind_name(response.kind), response.tensors.size(), input_bytes,
+                                  response.tensors[0].compress,
+                                  parts_.stats->bytes_sent() - sent_before);
     if (response.kind == OpKind::kAllreduce) parts_.counters->allreduce_bytes += input_bytes;
     finish(THREELC_OK, "", &results);
   } catch (const std::exception& e) {

@@ -96,7 +96,7 @@ std::vector<OpResult> Executor::run(const Response& response,
 
 void Executor::forget_process_set(int32_t id) {
   subsets_.erase(id);
-  errors_.drop(feedback_prefix(id));
+  residuals_.drop(feedback_prefix(id));
 }
 
 void Executor::broadcast(const RunScope& scope, const Response& response, const Operation* local,

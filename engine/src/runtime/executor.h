@@ -91,7 +91,7 @@ class Executor {
   // Process set `id` was removed: its ranks' view and its error feedback go.
   void forget_process_set(int32_t id);
 
-  ErrorFeedbackStore& error_feedback() { return errors_; }
+  ErrorFeedbackStore& error_feedback() { return residuals_; }
   // What the error-feedback monitor found in the runs since the last call (the caller logs
   // the messages and counts every alert).
   std::vector<FeedbackAlert> take_feedback_alerts() { return std::exchange(alerts_, {}); }
@@ -122,13 +122,13 @@ class Executor {
     CollectiveObserver* observer = nullptr;
   };
   void compressed_sum(const RunScope& scope, ValueSpace& space, const CompressedSum& sum);
-  // The push_pull options of a compressed sum; `feedback` gets one error-feedback sample per
-  // piece of `compressed` when `ranks` > 1 (magnitudes measured only where `measure` allows:
-  // host memory). feedback_done() reports them after the collective.
-  PushPullOptions compressed_options(const OpRequest& shape,
-                                     std::span<const TensorSlice> compressed, int ranks,
-                                     bool measure, std::vector<FeedbackSample>& feedback,
-                                     CollectiveObserver* observer);
+  // The options of a compressed sum (push_pull or the ring); `feedback` gets one error-feedback
+  // sample per piece of `compressed` when `ranks` > 1 (magnitudes measured only where `measure`
+  // allows: host memory). feedback_done() reports them after the collective.
+  CompressedAllreduceOptions compressed_options(const OpRequest& shape,
+                                                std::span<const TensorSlice> compressed, int ranks,
+                                                bool measure, std::vector<FeedbackSample>& feedback,
+                                                CollectiveObserver* observer);
   void feedback_done(const OpRequest& shape, std::span<const TensorSlice> compressed,
                      std::span<const FeedbackSample> feedback);
   // device_allreduce's uncompressed paths (only in a build with CUDA).
@@ -149,7 +149,7 @@ class Executor {
   transport::Context& context_;
   std::map<int32_t, std::unique_ptr<RankSubset>> subsets_;  // by process set id
   ExecutorOptions options_;
-  ErrorFeedbackStore errors_;
+  ErrorFeedbackStore residuals_;
   FeedbackMonitor feedback_;
   std::vector<FeedbackAlert> alerts_;
   std::vector<std::byte> fusion_buffer_;        // reused across cycles

@@ -58,7 +58,8 @@ void Executor::allreduce(const RunScope& scope, const Response& response,
 void Executor::host_allreduce(const RunScope& scope, const Response& response,
                               std::span<const Operation* const> local,
                               CollectiveObserver* observer) {
-  HostValues space({.fusion = fusion_buffer_, .residuals = errors_, .local = host_exchange_.get()});
+  HostValues space(
+      {.fusion = fusion_buffer_, .residuals = residuals_, .local = host_exchange_.get()});
   fused_allreduce(scope, space, response, local, observer);
 }
 
@@ -163,15 +164,15 @@ void Executor::compressed_sum(const RunScope& scope, ValueSpace& space, const Co
   transport::Context& across = sum.segment ? *cross_ranks_ : scope.ranks;
 
   std::vector<FeedbackSample> feedback;
-  PushPullOptions options = compressed_options(sum.shape, compressed, across.size(),
-                                               space.codec().host_values(), feedback, sum.observer);
+  CompressedAllreduceOptions options = compressed_options(
+      sum.shape, compressed, across.size(), space.codec().host_values(), feedback, sum.observer);
   options.codec = &space.codec();
   options.tag_base = sum.segment     ? kHierarchicalTag + 2
                      : options_.ring ? kRingAllreduceTag
                                      : kPushPullTag;
   // Checkpoints read and replace the residuals from other threads: they wait until the
   // collective is over (error_feedback.h says why a mutex).
-  ErrorFeedbackStore::Update update(errors_);
+  ErrorFeedbackStore::Update update(residuals_);
   std::vector<float*> residuals;
   for (const TensorSlice& t : compressed) residuals.push_back(space.residual(t.name, t.count));
   auto run = [&](transport::Context& ranks, std::span<const float> in, std::span<float> out) {
@@ -193,10 +194,11 @@ void Executor::compressed_sum(const RunScope& scope, ValueSpace& space, const Co
   feedback_done(sum.shape, compressed, feedback);
 }
 
-PushPullOptions Executor::compressed_options(const OpRequest& shape,
-                                             std::span<const TensorSlice> compressed, int ranks,
-                                             bool measure, std::vector<FeedbackSample>& feedback,
-                                             CollectiveObserver* observer) {
+CompressedAllreduceOptions Executor::compressed_options(const OpRequest& shape,
+                                                        std::span<const TensorSlice> compressed,
+                                                        int ranks, bool measure,
+                                                        std::vector<FeedbackSample>& feedback,
+                                                        CollectiveObserver* observer) {
   // The error-feedback monitor: every compressed call reports raw (non-finite) blocks; a
   // tensor's sampled steps also measure its magnitudes. With one rank nothing is compressed.
   feedback.clear();
@@ -207,7 +209,7 @@ PushPullOptions Executor::compressed_options(const OpRequest& shape,
       feedback[i].measure = feedback[i].measure && measure;
     }
   }
-  PushPullOptions options;
+  CompressedAllreduceOptions options;
   options.compress = true;
   options.sparsity = shape.sparsity;
   options.scale_tile = options_.scale_tile;

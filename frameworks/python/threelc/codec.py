@@ -2,9 +2,9 @@
 
     >>> import numpy as np, threelc.codec as codec
     >>> x = np.random.randn(1000).astype(np.float32)
-    >>> err = np.zeros_like(x)                  # error-feedback memory, updated in place
-    >>> block = codec.compress(x, err)          # bytes: 16-byte header, tile table, tiles
-    >>> y = codec.decompress(block)             # float32; y + err == x bit for bit
+    >>> r = np.zeros_like(x)                    # residual: error-feedback memory, in place
+    >>> block = codec.compress(x, r)            # bytes: 16-byte header, tile table, tiles
+    >>> y = codec.decompress(block)             # float32; y + r == x bit for bit
     >>> codec.inspect(block)
     BlockInfo(count=1000, format=1, scale=...)
 
@@ -16,6 +16,7 @@ into a :class:`CodecError` (a ValueError) carrying the library's message.
 from __future__ import annotations
 
 import ctypes
+import warnings
 from typing import NamedTuple, Optional, Union
 
 import numpy as np
@@ -123,35 +124,43 @@ def max_block_bytes(count: int) -> int:
     return int(lib.threelc_codec_max_block_bytes(count))
 
 
-def compress(x: np.ndarray, error: Optional[np.ndarray] = None, sparsity: float = 1.0,
-             scale_tile: int = 0) -> bytes:
+def compress(x: np.ndarray, residual: Optional[np.ndarray] = None, sparsity: float = 1.0,
+             scale_tile: int = 0, *, error: Optional[np.ndarray] = None) -> bytes:
     """Encodes the 1-D float32/float16 array `x` as one 3LC block.
 
-    `error`, when given, is the float32 error-feedback buffer (same length as `x`): the
-    block encodes ``x + error`` and ``error`` is updated in place to the new residual, so
-    that ``decompress(block) + error_new == x + error_old`` exactly. `sparsity` is the
-    multiplier s in [1, 2) (larger: sparser blocks, lower fidelity). `scale_tile` 0 writes
-    format v1 (one scale for the block, the paper's 3LC); a multiple of 5 up to 20480 writes
-    format v2 with a scale per tile of that many values (more accurate, a few more bytes).
-    Input holding NaN or Inf yields a raw fp32 block of `x` and leaves `error` untouched.
+    `residual`, when given, is the float32 error-feedback memory (same length as `x`): the
+    block encodes ``x + residual`` and ``residual`` is updated in place to what this block
+    leaves out, so that ``decompress(block) + residual_new == x + residual_old`` exactly.
+    `sparsity` is the multiplier s in [1, 2) (larger: sparser blocks, lower fidelity).
+    `scale_tile` 0 writes format v1 (one scale for the block, the paper's 3LC); a multiple
+    of 5 up to 20480 writes format v2 with a scale per tile of that many values (more
+    accurate, a few more bytes).
+    Input holding NaN or Inf yields a raw fp32 block of `x` and leaves `residual` untouched.
+    ``error=`` is a deprecated name of `residual` (DeprecationWarning).
     """
+    if error is not None:
+        if residual is not None:
+            raise TypeError("compress() got both residual and error (its deprecated name)")
+        warnings.warn("threelc.codec.compress(error=...) is deprecated: pass residual=",
+                      DeprecationWarning, stacklevel=2)
+        residual = error
     if isinstance(scale_tile, bool) or not isinstance(scale_tile, (int, np.integer)) \
             or scale_tile < 0:
         raise ValueError(f"scale_tile must be a non-negative integer, got {scale_tile!r}")
     x = _values(x)
-    err_ptr = None
-    if error is not None:
-        error = _float32_out(error, "error", x.shape[0])
-        if np.may_share_memory(x, error):
-            raise ValueError("error must not overlap x")
-        err_ptr = _float_ptr(error)
+    residual_ptr = None
+    if residual is not None:
+        residual = _float32_out(residual, "residual", x.shape[0])
+        if np.may_share_memory(x, residual):
+            raise ValueError("residual must not overlap x")
+        residual_ptr = _float_ptr(residual)
     sparsity = float(sparsity)
     capacity = max_block_bytes(x.shape[0])
     out = np.empty(capacity, dtype=np.uint8)
     size = ctypes.c_size_t(0)
-    rc = lib.threelc_codec_encode_tiled(x.ctypes.data, _DTYPES[x.dtype], x.shape[0], err_ptr,
-                                        sparsity, int(scale_tile), out.ctypes.data, capacity,
-                                        ctypes.byref(size))
+    rc = lib.threelc_codec_encode_tiled(x.ctypes.data, _DTYPES[x.dtype], x.shape[0],
+                                        residual_ptr, sparsity, int(scale_tile),
+                                        out.ctypes.data, capacity, ctypes.byref(size))
     _check(rc, "compress")
     return out[: size.value].tobytes()
 

@@ -79,7 +79,7 @@ def push_pull_async(array, name: Optional[str] = None, op=Average,
                     prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                     compression=None, sparsity: Optional[float] = None,
                     dtype=None) -> Handle:
-    """allreduce_async under the paper's name."""
+    """An alias of :func:`allreduce_async` (BytePS's name for it): the same operation."""
     return _engine.push_pull(_contiguous(array), name=name, op=op, prescale=prescale_factor,
                              postscale=postscale_factor, compression=compression,
                              sparsity=sparsity, dtype=dtype)
@@ -88,7 +88,7 @@ def push_pull_async(array, name: Optional[str] = None, op=Average,
 def push_pull(array, name: Optional[str] = None, op=Average, prescale_factor: float = 1.0,
               postscale_factor: float = 1.0, compression=None, sparsity: Optional[float] = None,
               dtype=None) -> np.ndarray:
-    """allreduce under the paper's name."""
+    """An alias of :func:`allreduce` (BytePS's name for it): the same operation."""
     return push_pull_async(array, name=name, op=op, prescale_factor=prescale_factor,
                            postscale_factor=postscale_factor, compression=compression,
                            sparsity=sparsity, dtype=dtype).wait()

@@ -92,7 +92,7 @@ def case_shutdown():
     emit("sd/again/3lc", got)
     err = float(np.max(np.abs(got - exact)))
     check(err <= first_bound_sum(SIZE), lambda: f"compressed allreduce after re-init: error "
-                                                f"{err} (error buffers must start afresh)")
+                                                f"{err} (residuals must start afresh)")
     hvd.shutdown()
 
 

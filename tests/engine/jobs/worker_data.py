@@ -68,7 +68,7 @@ def ulp(dtype_name, values):
 # ------------------------------------------------------------------ bounds (3LC)
 
 def first_bound_sum(n, x=X):
-    """|out - exact sum| after one compressed allreduce with fresh error buffers (push_pull,
+    """|out - exact sum| after one compressed allreduce with fresh residuals (push_pull,
     s = 1): each of the n-1 push residuals is at most half its block's scale, scale <= x;
     the owner's sum is at most n x, its pull residual at most n x / 2."""
     return 0.0 if n == 1 else (n - 1) * x / 2 + n * x / 2

@@ -115,6 +115,17 @@ def test_without_error_buffer_equals_zero_error():
     assert codec.compress(x) == codec.compress(x, e)
 
 
+def test_error_is_a_deprecated_name_of_residual():
+    x = np.random.default_rng(4).standard_normal(1000).astype(F32)
+    r, e = np.full_like(x, 0.25), np.full_like(x, 0.25)
+    block = codec.compress(x, residual=r)
+    with pytest.warns(DeprecationWarning, match="residual="):
+        assert codec.compress(x, error=e) == block
+    assert np.array_equal(r, e)
+    with pytest.raises(TypeError, match="both residual and error"):
+        codec.compress(x, r, error=e)
+
+
 @pytest.mark.parametrize("s", [1.0, 1.3])
 def test_error_feedback_invariant_bit_exact(s):
     """d + e_new == x + e_old bit for bit, over many steps with the same buffer."""

@@ -33,7 +33,7 @@ def test_quantizer_and_block_size_are_the_codecs(count):
     model_error = torch.zeros(count)
     for _ in range(5):  # the residual carries from step to step
         x = (rng.standard_normal(count) ** 3).astype(np.float32)
-        block = codec.compress(x, error=error, sparsity=1.0)
+        block = codec.compress(x, residual=error, sparsity=1.0)
         decoded, model_error = model.quantize(torch.from_numpy(x) + model_error, 1.0, 0, args)
         assert np.array_equal(codec.decompress(block), decoded.numpy())
         assert np.array_equal(error, model_error.numpy())

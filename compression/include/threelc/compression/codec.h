@@ -54,11 +54,11 @@ struct EncodedBlock {
   float scale = 0.0f;  // M * s (v2: the largest tile's)
 };
 
-// Encodes `values` as one 3LC block with error feedback. `error` (fp32, values.count
-// elements) may be null: then the error is taken as zero and nothing is written back.
-// Non-finite input (or a scale that overflows) produces a raw block and leaves `error`
-// untouched. `out` must hold max_block_bytes(values.count).
-Status encode(const Values& values, float* error, const EncodeOptions& options,
+// Encodes `values` as one 3LC block with error feedback. `residual` (the error-feedback memory:
+// fp32, values.count elements, updated in place) may be null: then it is taken as zero and
+// nothing is written back. Non-finite input (or a scale that overflows) produces a raw block
+// and leaves `residual` untouched. `out` must hold max_block_bytes(values.count).
+Status encode(const Values& values, float* residual, const EncodeOptions& options,
               std::span<uint8_t> out, EncodedBlock* result);
 
 // max |values[i]| (fp16/bf16 widened), computed with the same SIMD kernel as the encoder's

@@ -1,6 +1,6 @@
 // The 3LC codec on a CUDA device: the same block formats as the CPU codec (codec.h: v1, and v2
 // with EncodeOptions::scale_tile), blocks byte-identical to the CPU encoder's for the same
-// input. Values, error buffers and decode targets are device pointers; blocks travel through
+// input. Values, residual buffers and decode targets are device pointers; blocks travel through
 // host memory (the transport's), so only compressed bytes cross PCIe. Every call is ordered on
 // the given CUDA stream.
 //
@@ -55,18 +55,18 @@ class Workspace {
   std::unique_ptr<Impl> impl_;
 };
 
-// Encodes `values` with fused error feedback (`error`: device fp32, values.count elements, or
-// null for a zero error that is not written back) into `out`, host memory of at least
+// Encodes `values` with fused error feedback (`residual`: device fp32, values.count elements,
+// or null for a zero residual that is not written back) into `out`, host memory of at least
 // max_block_bytes(values.count) bytes (pinned memory makes the copy faster). Returns once the
 // block is in `out` (it synchronizes `stream`). Non-finite input gives a raw block and leaves
-// `error` untouched, as on the CPU.
-Status encode_to_host(const DeviceValues& values, float* error, const EncodeOptions& options,
+// `residual` untouched, as on the CPU.
+Status encode_to_host(const DeviceValues& values, float* residual, const EncodeOptions& options,
                       Workspace& workspace, Stream stream, std::span<uint8_t> out,
                       EncodedBlock* result);
 
 // The same, writing the block to device memory `out_device` (capacity `out_capacity` bytes);
 // result->bytes is the block's length. For benchmarks and device-to-device use.
-Status encode_on_device(const DeviceValues& values, float* error, const EncodeOptions& options,
+Status encode_on_device(const DeviceValues& values, float* residual, const EncodeOptions& options,
                         Workspace& workspace, Stream stream, uint8_t* out_device,
                         size_t out_capacity, EncodedBlock* result);
 

@@ -23,7 +23,7 @@ Import these names from ``threelc.engine``; the modules of this package hold the
 
 - ``errors``: the THREELC_E* codes, :func:`error_name`, :class:`ThreelcError`;
 - ``abi``: the C structs and function signatures, declared on first use; :func:`last_error`;
-- ``reduce_ops``: Sum, Average, Min, Max, Product; ``compression``: Compression, Compressor;
+- ``reduce_ops``: Sum, Average, Min, Max, Product; ``compression``: Compression, WireCompression;
 - ``lifecycle``: init, shutdown, rank, size, ..., CUDA support, version;
 - ``counters``: Statistics, statistics; ``feedback``: feedback_save, feedback_load;
 - ``handles``: Handle, poll, wait, synchronize;
@@ -45,7 +45,7 @@ from .abi import MAX_DIMS, _fn, _initialized_struct, _Tensor, last_error
 from .arguments import _options
 from .collectives import (_submit, allgather, allreduce, allreduce_device, alltoall, barrier,
                           broadcast, flush, join, push_pull, reducescatter)
-from .compression import Compression, Compressor
+from .compression import Compression, WireCompression
 from .counters import Statistics, statistics
 from .errors import (EDUPLICATE, EINTERNAL, EINVAL, EJOINED, EMALFORMED, EMISMATCH, ENOTINIT,
                      EPEER, ESHUTDOWN, ETIMEOUT, OK, ThreelcError, error_name)
@@ -64,7 +64,7 @@ __all__ = [
     "ThreelcError", "OK", "EINVAL", "EMALFORMED", "ENOTINIT", "ESHUTDOWN", "EMISMATCH",
     "EDUPLICATE", "EPEER", "ETIMEOUT", "EJOINED", "EINTERNAL", "error_name",
     # ops, compression, dtypes
-    "Sum", "Average", "Min", "Max", "Product", "ReduceOp", "Compression", "Compressor",
+    "Sum", "Average", "Min", "Max", "Product", "ReduceOp", "Compression", "WireCompression",
     "DTYPES", "dtype_code", "MAX_DIMS",
     # lifecycle and identity
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",

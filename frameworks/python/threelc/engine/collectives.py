@@ -47,7 +47,7 @@ def _submit(cfn: str, kind: str, name: Optional[str], tensor, options, keep: tup
 
 
 # The C ABI's two entries of the one allreduce operation, by the name the handle's messages
-# use: threelc_push_pull is threelc_allreduce under the paper's name.
+# use: threelc_push_pull is an alias of threelc_allreduce (BytePS's name for it).
 _ALLREDUCE_ENTRIES = {"allreduce": "threelc_allreduce", "push_pull": "threelc_push_pull"}
 
 
@@ -68,7 +68,8 @@ def allreduce(array: np.ndarray, output: Optional[np.ndarray] = None, *,
 
 
 def push_pull(array: np.ndarray, output: Optional[np.ndarray] = None, **kwargs) -> Handle:
-    """The same operation as :func:`allreduce`, under the paper's name (threelc_push_pull)."""
+    """An alias of :func:`allreduce` (threelc_push_pull), for BytePS's name: the same operation,
+    run by whichever algorithm :func:`allreduce` would use (THREELC_ALLREDUCE when compressed)."""
     return _host_allreduce("push_pull", array, output, **kwargs)
 
 

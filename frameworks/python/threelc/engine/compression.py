@@ -1,13 +1,15 @@
-"""How one allreduce is compressed: :class:`Compressor` (``threelc_compression`` plus a
-sparsity) and the :class:`Compression` choices, in the manner of Horovod's
-``hvd.Compression``. The mode numbers mirror ``threelc_compression`` in threelc/threelc.h
+"""How the engine compresses one allreduce on the wire: :class:`WireCompression`
+(``threelc_compression`` plus a sparsity) and the :class:`Compression` choices, in the manner
+of Horovod's ``hvd.Compression``. (threelc.torch has Horovod's own kind of choice: its
+``Compression`` members are compressors, each carrying a WireCompression as ``engine``.)
+The mode numbers mirror ``threelc_compression`` in threelc/threelc.h
 (tests/frameworks/python/test_abi_constants.py checks them)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-__all__ = ["Compressor", "Compression"]
+__all__ = ["WireCompression", "Compression"]
 
 # threelc_compression
 _COMPRESSION_DEFAULT = 0
@@ -15,18 +17,18 @@ _COMPRESSION_NONE = 1
 _COMPRESSION_3LC = 2
 
 
-class Compressor(NamedTuple):
-    """How one allreduce is compressed: ``mode`` (threelc_compression) and ``sparsity``
-    (the 3LC multiplier s in [1, 2); None follows THREELC_SPARSITY).
+class WireCompression(NamedTuple):
+    """How the engine compresses one allreduce on the wire: ``mode`` (threelc_compression)
+    and ``sparsity`` (the 3LC multiplier s in [1, 2); None follows THREELC_SPARSITY).
 
-    ``Compression.threelc`` is a Compressor; calling it sets the sparsity:
+    ``Compression.threelc`` is a WireCompression; calling it sets the sparsity:
     ``Compression.threelc(sparsity=1.25)``.
     """
 
     mode: int
     sparsity: Optional[float] = None
 
-    def __call__(self, sparsity: Optional[float] = None) -> "Compressor":
+    def __call__(self, sparsity: Optional[float] = None) -> "WireCompression":
         return self._replace(sparsity=sparsity)
 
     def __repr__(self) -> str:
@@ -46,9 +48,9 @@ class Compression:
     ever compressed; for anything else the choice has no effect.
     """
 
-    default = Compressor(_COMPRESSION_DEFAULT)
-    none = Compressor(_COMPRESSION_NONE)
-    threelc = Compressor(_COMPRESSION_3LC)
+    default = WireCompression(_COMPRESSION_DEFAULT)
+    none = WireCompression(_COMPRESSION_NONE)
+    threelc = WireCompression(_COMPRESSION_3LC)
 
 
 def mode_and_sparsity(compression, sparsity: Optional[float]) -> tuple:
@@ -57,7 +59,7 @@ def mode_and_sparsity(compression, sparsity: Optional[float]) -> tuple:
     `sparsity` (when given) overriding the member's."""
     if compression is None:
         mode, s = _COMPRESSION_DEFAULT, None
-    elif isinstance(compression, Compressor):
+    elif isinstance(compression, WireCompression):
         mode, s = compression.mode, compression.sparsity
     elif isinstance(compression, str):
         table = {"default": _COMPRESSION_DEFAULT, "none": _COMPRESSION_NONE,

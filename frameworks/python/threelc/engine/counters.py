@@ -13,7 +13,7 @@ __all__ = ["Statistics", "statistics"]
 class Statistics(NamedTuple):
     wire_bytes_sent: int      # bytes this rank sent on the data channels
     wire_bytes_received: int  # bytes it received on them
-    operations: int           # operations completed (successfully or not)
+    operations: int           # submitted operations completed (ok or not): one per handle
     allreduce_bytes: int      # input bytes of the allreduces it completed
 
 

@@ -91,8 +91,8 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
 # ----------------------------------------------------------------------- BytePS push_pull
 
 def _push_pull_async(tensor, in_place, average, name, compression) -> Handle:
-    """BytePS's push_pull is the engine's allreduce (threelc_push_pull is the same operation
-    under the paper's name), in the global set."""
+    """BytePS's push_pull is an alias of the engine's allreduce (threelc_push_pull), in the
+    global set."""
     check_compressor(compression)
     compressed, ctx = compression.compress(tensor)
     inner, finish = _internal.allreduce_part(compressed, in_place, name,
@@ -112,9 +112,10 @@ def _push_pull_async(tensor, in_place, average, name, compression) -> Handle:
 
 def push_pull_async(tensor, average=True, name=None, version=0, priority=0,
                     compression=Compression.none) -> Handle:
-    """BytePS's push_pull_async: the sum (average=True: the mean) of `tensor` over every rank
-    into a new tensor (``synchronize`` returns it). `version` and `priority` are accepted for
-    BytePS compatibility and ignored (the engine orders by arrival)."""
+    """BytePS's push_pull_async, an alias of allreduce under BytePS's signature: the sum
+    (average=True: the mean) of `tensor` over every rank into a new tensor (``synchronize``
+    returns it). `version` and `priority` are accepted for BytePS compatibility and ignored
+    (the engine orders by arrival)."""
     return _push_pull_async(tensor, False, average, name, compression)
 
 

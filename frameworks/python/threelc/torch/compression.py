@@ -3,7 +3,7 @@
 As in Horovod, a compressor has ``compress(tensor) -> (tensor, ctx)`` and
 ``decompress(tensor, ctx) -> tensor``, applied in Python around the allreduce. threelc adds
 ``engine``: what the engine does with the tensor on the wire (a
-:class:`threelc.engine.Compressor`):
+:class:`threelc.engine.WireCompression`):
 
 - ``Compression.none``: nothing; the tensor travels raw and the result is exact.
 - ``Compression.fp16``: floating tensors are cast to float16 before the allreduce and back
@@ -110,12 +110,12 @@ class Compression:
     default = DefaultCompressor()
 
 
-def engine_compression(compression) -> "_engine.Compressor":
+def engine_compression(compression) -> "_engine.WireCompression":
     """The wire compression of `compression` (raw for compressors without one)."""
     if compression is None:
         return _engine.Compression.none
     wire = getattr(compression, "engine", None)
-    return wire if isinstance(wire, _engine.Compressor) else _engine.Compression.none
+    return wire if isinstance(wire, _engine.WireCompression) else _engine.Compression.none
 
 
 def check_compressor(compression) -> None:

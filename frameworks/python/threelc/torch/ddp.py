@@ -78,16 +78,16 @@ class DDPHookState:
         if named_parameters is not None:
             for name, param in named_parameters:
                 self._names[param] = NAME_PREFIX + name
-        self._joined = False
+        self._started = False
         if dist.is_available() and dist.is_initialized():
-            self.join()
+            self.start()
 
-    def join(self) -> None:
+    def start(self) -> None:
         """Starts the engine (a no-op while it runs) and checks that it spans the processes of
         torch.distributed's group. Done when the state is created after
         ``init_process_group``, else at the hook's first call or the first load_state_dict:
-        a state made before the group (a Lightning strategy's) joins the job then."""
-        if self._joined:
+        a state made before the group (a Lightning strategy's) starts it then."""
+        if self._started:
             return
         _torchrun.init_engine()
         if dist.is_available() and dist.is_initialized():
@@ -96,7 +96,7 @@ class DDPHookState:
                     f"torch.distributed has {dist.get_world_size()} ranks but the threelc "
                     f"engine {_engine.size()}: both must span the same processes (start the "
                     f"job with torchrun or threelcrun, once)")
-        self._joined = True
+        self._started = True
 
     def wire_for(self, nbytes: int):
         """How a gradient of `nbytes` bytes is sent: 3LC (where the engine compresses it), or
@@ -140,7 +140,7 @@ class DDPHookState:
             raise KeyError("not a DDPHookState.state_dict(): it has no 'error_feedback'")
         if state["error_feedback"] is None:  # saved before the first step: nothing to restore
             return
-        self.join()
+        self.start()
         _feedback.load(state["error_feedback"], NAME_PREFIX)
 
 
@@ -149,7 +149,7 @@ def ddp_comm_hook(state: DDPHookState,
                   bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """Averages `bucket` over every rank through the engine's compressed allreduce; register
     with ``model.register_comm_hook(state, threelc.torch.ddp_comm_hook)``."""
-    state.join()
+    state.start()
     preconditioner = state.preconditioner
     if preconditioner is None:
         return _average(state, bucket)

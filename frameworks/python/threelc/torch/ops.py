@@ -102,8 +102,10 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 def push_pull(tensor, average=True, name=None, version=0, priority=0,
               compression=Compression.none) -> torch.Tensor:
-    """BytePS's push_pull: a new tensor with the sum (average=True: mean) over every rank.
-    ``compression=Compression.threelc`` sends it through the engine's 3LC push_pull."""
+    """BytePS's push_pull, an alias of allreduce under BytePS's signature: a new tensor with
+    the sum (average=True: mean) over every rank. Like BytePS it defaults to no compression;
+    ``compression=Compression.threelc`` sends it through the engine's 3LC allreduce (the
+    push_pull algorithm unless THREELC_ALLREDUCE says ring)."""
     return synchronize(push_pull_async(tensor, average, name, version, priority, compression))
 
 
