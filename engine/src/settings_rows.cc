@@ -112,7 +112,7 @@ constexpr std::array kRows = {
          "log an error naming the tensor when its error feedback exceeds this many times its "
          "recent gradients (checked every 8th compressed step; lower the sparsity); 0 disables",
          "runaway error feedback: every 8th compressed step of a tensor each rank compares the "
-         "largest |residual| of its error buffer with the largest |value| it compressed in the "
+         "largest |residual| of its residual buffer with the largest |value| it compressed in the "
          "last 8 such steps, and logs an ERROR naming the rank, the tensor, the sparsity and both "
          "numbers when the ratio exceeds this limit (counted in the statistics); 0 disables the "
          "check. Why the default only fires far out of scale, and the warnings for NaN/Inf "
@@ -154,8 +154,8 @@ constexpr std::array kRows = {
     Row{{"THREELC_STATS", Type::kFlag, "0", "0 or 1",
          "1: print this rank's statistics at shutdown (wire bytes, compression ratio, time per "
          "phase)",
-         "1: print this rank's statistics at shutdown: bytes sent and received, operations and "
-         "tensors per kind, the compression ratio (input of the compressed operations times "
+         "1: print this rank's statistics at shutdown: bytes sent and received, collectives and "
+         "tensors per kind, the compression ratio (input of the compressed collectives times "
          "2(N-1)/N, what an uncompressed allreduce sends per rank, over the bytes they sent), "
          "time per phase"},
         [](std::string_view v, EngineSettings& s) { return assign(s.stats, parse_flag(v)); }},

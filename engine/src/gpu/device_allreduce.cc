@@ -65,7 +65,7 @@ void Executor::device_allreduce(const RunScope& scope, const Response& response,
     }
   }
   gpu::DeviceStatePtr& slot = devices_[device];
-  if (!slot) slot.reset(new gpu::DeviceState(device, errors_));
+  if (!slot) slot.reset(new gpu::DeviceState(device, residuals_));
   gpu::DeviceState& d = *slot;
   gpu::check_cuda(cudaSetDevice(device), "cudaSetDevice");
   wait_until_ready(d.stream, local);

@@ -8,12 +8,12 @@ namespace threelc::engine::gpu {
 
 namespace cc = threelc::compression;
 
-cc::Status DeviceBlockCodec::encode(const float* values, size_t count, float* error,
+cc::Status DeviceBlockCodec::encode(const float* values, size_t count, float* residual,
                                     const cc::EncodeOptions* quantize, std::span<uint8_t> out,
                                     cc::EncodedBlock* result) {
   if (quantize != nullptr) {
     return cc::cuda::encode_to_host(cc::cuda::DeviceValues{values, cc::DType::kFloat32, count},
-                                    error, *quantize, workspace_, stream_, out, result);
+                                    residual, *quantize, workspace_, stream_, out, result);
   }
   // Raw blocks (push_pull without compression, for tests): the values through host memory.
   std::vector<float> host(count);

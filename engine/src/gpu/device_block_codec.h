@@ -16,7 +16,7 @@ class DeviceBlockCodec final : public BlockCodec {
       : workspace_(workspace), stream_(stream) {}
 
   bool host_values() const override { return false; }
-  compression::Status encode(const float* values, size_t count, float* error,
+  compression::Status encode(const float* values, size_t count, float* residual,
                              const compression::EncodeOptions* quantize, std::span<uint8_t> out,
                              compression::EncodedBlock* result) override;
   compression::Status decode(std::span<const uint8_t> block, size_t count, bool add,
