@@ -185,9 +185,8 @@ constexpr std::array kRows = {
          "a deadlock: when every rank that has not joined has a thread blocked waiting for its "
          "operations and nothing runs for this long, every pending tensor fails with "
          "`THREELC_EMISMATCH`, naming what each rank waits for (docs/ARCHITECTURE.md, "
-         "\"Negotiation\"); 0 disables the check. The engine's own timeout: `THREELC_TIMEOUT` "
-         "bounds the transport's waits and no longer changes it (the default, 30 s, is "
-         "`THREELC_TIMEOUT`'s)"},
+         "\"Negotiation\"); 0 disables the check. The engine's own timeout, apart from "
+         "`THREELC_TIMEOUT`, which bounds the transport's waits (both default to 30 s)"},
         [](std::string_view v, EngineSettings& s) {
           return assign(s.deadlock_timeout, parse_seconds(v, kWatchSeconds));
         }},
