@@ -57,6 +57,19 @@ void raw_case(tt::Context& ctx, te::ElementType type, te::ReduceOp op,
       options);
   print_hash(name, fused);
   expect_bytes(name + " rank " + std::to_string(rank), fused, want);
+  // From a separate input into an output it does not read (the engine's direct path): the same
+  // bytes, the input untouched.
+  const Bytes input = values(type, salt, rank, total);
+  Bytes output(input.size(), std::byte{0xAB});
+  te::CollectiveOptions unobserved = options;
+  unobserved.observer = nullptr;
+  te::allreduce_raw(
+      ctx, input, output, type, op,
+      pass_tensors ? std::span<const te::TensorSlice>(tensors) : std::span<const te::TensorSlice>(),
+      unobserved);
+  expect_bytes(name + " direct, rank " + std::to_string(rank), output, want);
+  expect_bytes(name + " direct, its input, rank " + std::to_string(rank), input,
+               values(type, salt, rank, total));
   if (!observe) return;
   // Push: everything but the own segment out, (N - 1) times the own segment in. Pull: the own
   // segment out plus every segment forwarded (all but the own and the next rank's), and every

@@ -15,8 +15,10 @@ namespace threelc::engine {
 
 namespace {
 
-// What a call reduces: `fused`, elements of `type`, combined with `op`.
+// What a call reduces: `input` (this rank's values, or `fused` itself), elements of `type`,
+// combined with `op`, into `fused`.
 struct RawReduction {
+  std::span<const std::byte> input;
   std::span<std::byte> fused;
   ElementType type = ElementType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
@@ -33,6 +35,7 @@ class RawAllreduce {
               {.collective = "allreduce_raw",
                .tag_base = options.tag_base,
                .observer = options.observer}),
+        input_(reduction.input),
         fused_(reduction.fused),
         type_(reduction.type),
         op_(reduction.op),
@@ -55,6 +58,9 @@ class RawAllreduce {
   std::span<std::byte> bytes_of(const Block& b) const {
     return fused_.subspan(b.offset * element_bytes_, b.count * element_bytes_);
   }
+  std::span<const std::byte> input_of(const Block& b) const {
+    return input_.subspan(b.offset * element_bytes_, b.count * element_bytes_);
+  }
 
   // Where chunk b of this rank's segment lies in a peer's staging buffer.
   std::span<std::byte> staged(int peer, const Block& b) {
@@ -66,8 +72,9 @@ class RawAllreduce {
   // Pushed chunks of this rank's segment from every peer (staged), pulled chunks of every other
   // segment from the previous rank (straight into place). All before the first send.
   //
-  // A pulled chunk overwrites bytes this rank pushed from; that is safe because the owner sends
-  // it only after it has received this rank's push of the same chunk in full.
+  // In place (input and output one buffer), a pulled chunk overwrites bytes this rank pushed
+  // from; that is safe because the owner sends it only after it has received this rank's push
+  // of the same chunk in full.
   void post_receives() {
     const auto own = ring_.own_segment();
     if (!own.empty()) {
@@ -93,7 +100,7 @@ class RawAllreduce {
     for (int d = 1; d < ring_.size(); ++d) {
       const int j = ring_.rank_after(d);
       for (const Block& b : ring_.segment(j)) {
-        ring_.transfers().send(j, ring_.owner_tag(), bytes_of(b), b.tensor);
+        ring_.transfers().send(j, ring_.owner_tag(), input_of(b), b.tensor);
       }
     }
   }
@@ -111,9 +118,13 @@ class RawAllreduce {
       }
       const int64_t begin = detail::event_start(options_.observer);
       const std::span<std::byte> mine = bytes_of(b);
+      const std::span<const std::byte> my_input = input_of(b);
+      if (rank == 0 && my_input.data() != mine.data()) {
+        std::memcpy(mine.data(), my_input.data(), mine.size());
+      }
       std::span<std::byte> acc = rank == 0 ? mine : staged(0, b);
       for (int p = 1; p < size; ++p) {
-        const std::span<const std::byte> in = p == rank ? mine : staged(p, b);
+        const std::span<const std::byte> in = p == rank ? my_input : staged(p, b);
         reduce_into(type_, op_, acc.data(), in.data(), b.count);
       }
       if (acc.data() != mine.data()) std::memcpy(mine.data(), acc.data(), mine.size());
@@ -129,6 +140,7 @@ class RawAllreduce {
   }
 
   SegmentRing ring_;
+  std::span<const std::byte> input_;
   std::span<std::byte> fused_;
   ElementType type_;
   ReduceOp op_;
@@ -144,6 +156,16 @@ class RawAllreduce {
 void allreduce_raw(transport::Context& context, std::span<std::byte> fused, ElementType type,
                    ReduceOp op, std::span<const TensorSlice> tensors,
                    const CollectiveOptions& options) {
+  allreduce_raw(context, fused, fused, type, op, tensors, options);
+}
+
+void allreduce_raw(transport::Context& context, std::span<const std::byte> input,
+                   std::span<std::byte> fused, ElementType type, ReduceOp op,
+                   std::span<const TensorSlice> tensors, const CollectiveOptions& options) {
+  if (input.size() != fused.size()) {
+    throw std::invalid_argument("allreduce_raw: input of " + std::to_string(input.size()) +
+                                " bytes for an output of " + std::to_string(fused.size()));
+  }
   const size_t element_bytes = element_size(type);
   if (element_bytes == 0) {
     throw std::invalid_argument("allreduce_raw: unknown element type " +
@@ -169,8 +191,15 @@ void allreduce_raw(transport::Context& context, std::span<std::byte> fused, Elem
     while (t + 1 < tensors.size() && tensors[t].offset + tensors[t].count <= b.offset) ++t;
     b.tensor = t;
   }
-  if (context.size() == 1) return;
-  RawAllreduce(context, std::move(plan), {.fused = fused, .type = type, .op = op}, options).run();
+  if (context.size() == 1) {
+    if (input.data() != fused.data() && !fused.empty()) {
+      std::memcpy(fused.data(), input.data(), fused.size());
+    }
+    return;
+  }
+  RawAllreduce(context, std::move(plan), {.input = input, .fused = fused, .type = type, .op = op},
+               options)
+      .run();
 }
 
 }  // namespace threelc::engine

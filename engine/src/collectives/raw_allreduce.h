@@ -38,4 +38,12 @@ void allreduce_raw(transport::Context& context, std::span<std::byte> fused, Elem
                    ReduceOp op, std::span<const TensorSlice> tensors,
                    const CollectiveOptions& options = {});
 
+// The same reduction of `input` (this rank's values, as many bytes as `fused`, not written) into
+// `fused`: the pushes are sent from the input, and the owner folds its own values from it, so
+// the caller copies nothing first. The result is the same bytes as copying `input` into `fused`
+// and reducing that in place.
+void allreduce_raw(transport::Context& context, std::span<const std::byte> input,
+                   std::span<std::byte> fused, ElementType type, ReduceOp op,
+                   std::span<const TensorSlice> tensors, const CollectiveOptions& options = {});
+
 }  // namespace threelc::engine

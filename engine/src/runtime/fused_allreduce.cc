@@ -96,9 +96,10 @@ void Executor::fused_allreduce(const RunScope& scope, ValueSpace& space, const R
   // One local fp32/raw tensor computed in place in its output: no fusion buffer needed.
   const bool in_place = response.tensors.size() == 1 && local[0] != nullptr &&
                         (!shape.compress || dtype == ElementType::kFloat32) && padded == total;
-  // push_pull can read the input and write the output itself, saving a copy of the input.
+  // push_pull and the raw allreduce can read the input and write the output themselves,
+  // saving a copy of the input.
   const bool direct =
-      in_place && shape.compress && !options_.ring && !segment && shape.prescale == 1.0;
+      in_place && shape.prescale == 1.0 && (!shape.compress || (!options_.ring && !segment));
   std::byte* buffer = in_place ? static_cast<std::byte*>(local[0]->output)
                                : space.fusion_buffer(padded * element_bytes);
   if (padded > total) space.zero(reinterpret_cast<float*>(buffer) + total, padded - total);
@@ -138,8 +139,12 @@ void Executor::fused_allreduce(const RunScope& scope, ValueSpace& space, const R
     options.tag_base = kRawAllreduceTag;
     options.observer = observer;
     options.workspace = &workspace_;
-    allreduce_raw(scope.ranks, std::span<std::byte>(buffer, total * element_bytes), dtype, shape.op,
-                  slices, options);
+    const std::span<std::byte> values(buffer, total * element_bytes);
+    const std::span<const std::byte> input =
+        direct ? std::span<const std::byte>(static_cast<const std::byte*>(local[0]->input),
+                                            values.size())
+               : values;
+    allreduce_raw(scope.ranks, input, values, dtype, shape.op, slices, options);
   }
 
   const int size = scope.ranks.size();
