@@ -36,6 +36,12 @@ constexpr Range kFeedbackLimit{.low = 0, .high = 1e12};
 constexpr const char* kWatchAccepted =
     "a number of seconds >= 0 and <= 1000000 (fractions allowed), 0 to disable";
 
+// The parse of the stall and deadlock checks' rows: seconds into `Field`, 0 for off.
+template <auto Field>
+bool watch_seconds(std::string_view v, EngineSettings& s) {
+  return assign(s.*Field, parse_seconds(v, kWatchSeconds));
+}
+
 // --- the table -------------------------------------------------------------------------------
 
 constexpr std::array kRows = {
@@ -165,9 +171,7 @@ constexpr std::array kRows = {
          "rank 0 warns about every tensor that some ranks submitted and others have not for this "
          "long, naming the tensor, the waiting time, the ranks that submitted and the missing "
          "ones (`1-3, 5`); again after each further period; 0 disables"},
-        [](std::string_view v, EngineSettings& s) {
-          return assign(s.stall_check_time, parse_seconds(v, kWatchSeconds));
-        }},
+        watch_seconds<&EngineSettings::stall_check_time>},
     Row{{"THREELC_STALL_TIMEOUT", Type::kSeconds, "600", kWatchAccepted,
          "seconds after which such a tensor fails with `THREELC_EMISMATCH` on the ranks that "
          "submitted it, naming the missing ranks and what they have pending; 0 waits forever",
@@ -176,9 +180,7 @@ constexpr std::array kRows = {
          "it, naming the missing ranks and up to 3 names each of what they have pending (the "
          "message: docs/ARCHITECTURE.md, \"Negotiation\"). Rank 0 forgets it; the name can be "
          "submitted again. Joins never time out. 0 waits forever"},
-        [](std::string_view v, EngineSettings& s) {
-          return assign(s.stall_timeout, parse_seconds(v, kWatchSeconds));
-        }},
+        watch_seconds<&EngineSettings::stall_timeout>},
     Row{{"THREELC_DEADLOCK_TIMEOUT", Type::kSeconds, "30", kWatchAccepted,
          "seconds every rank may be blocked waiting for operations that cannot run before they "
          "fail with `THREELC_EMISMATCH`, naming what each rank waits for; 0 disables",
@@ -187,9 +189,7 @@ constexpr std::array kRows = {
          "`THREELC_EMISMATCH`, naming what each rank waits for (docs/ARCHITECTURE.md, "
          "\"Negotiation\"); 0 disables the check. The engine's own timeout, apart from "
          "`THREELC_TIMEOUT`, which bounds the transport's waits (both default to 30 s)"},
-        [](std::string_view v, EngineSettings& s) {
-          return assign(s.deadlock_timeout, parse_seconds(v, kWatchSeconds));
-        }},
+        watch_seconds<&EngineSettings::deadlock_timeout>},
     Row{{"THREELC_LOG_LEVEL", Type::kChoice, "warning",
          "trace, debug, info, warning or error (any case)",
          "`trace`, `debug`, `info`, `warning` or `error`: the engine's messages on stderr",
