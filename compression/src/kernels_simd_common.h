@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels.h"
 // Only some reference functions serve as tails here.
@@ -161,19 +162,15 @@ size_t zero_run_encode(const uint8_t* groups, size_t g, uint8_t* out) {
   return reference::encode_rest(groups, p, g, out, written, run);
 }
 
-// Expands the encoded byte b at groups[j]; returns the next group. Writes 16 zero groups, then
-// the literal (or another zero group) at j; the next byte overwrites from its own start, so
-// every group ends as its own byte says. Needs j + 16 <= g.
-inline size_t expand_byte(uint8_t b, uint8_t* groups, size_t j) {
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(groups + j),
-                   _mm_set1_epi8(static_cast<char>(kZeroGroup)));
-  groups[j] = kExpand.value[b];
-  return j + kExpand.advance[b];
-}
-
+// Every group starts as a zero group (one memset of the g bytes); then each encoded byte writes
+// its group byte at the current position (a literal its own value, a run a zero group again)
+// and moves the position on by the groups it stands for. One byte store per encoded byte, table
+// lookups instead of a branch (literals and runs alternate unpredictably), and no write past
+// the g groups: a validated tile's bytes expand to exactly g.
 template <class T>
 void zero_run_expand(const uint8_t* in, size_t length, size_t g, uint8_t* groups) {
   constexpr size_t kBytes = T::kBytes;
+  std::memset(groups, kZeroGroup, g);
   size_t p = 0;
   size_t j = 0;
   while (p + kBytes <= length) {
@@ -185,12 +182,15 @@ void zero_run_expand(const uint8_t* in, size_t length, size_t g, uint8_t* groups
       p += kBytes;
       continue;
     }
-    const size_t chunk_end = p + kBytes;
-    for (; p < chunk_end && j + 16 <= g; ++p) j = expand_byte(in[p], groups, j);
-    if (p < chunk_end) break;  // near the end of the groups: finish exactly
+    for (const size_t end = p + kBytes; p < end; ++p) {
+      groups[j] = kExpand.value[in[p]];
+      j += kExpand.advance[in[p]];
+    }
   }
-  for (; p < length && j + 16 <= g; ++p) j = expand_byte(in[p], groups, j);
-  reference::expand_rest(in, p, length, j, groups);
+  for (; p < length; ++p) {
+    groups[j] = kExpand.value[in[p]];
+    j += kExpand.advance[in[p]];
+  }
 }
 
 template <class T>
