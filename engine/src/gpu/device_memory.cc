@@ -37,8 +37,8 @@ float* DeviceResiduals::get(const std::string& name, size_t count, ErrorFeedback
   auto [it, inserted] = buffers_.try_emplace(name);
   Entry& entry = it->second;
   if (inserted || entry.count != count) {
-    void* data = entry.buffer.reserve(count * sizeof(float));
     const size_t bytes = count * sizeof(float);
+    void* data = entry.buffer.reserve(bytes);
     if (const auto loaded = store.take(name, count)) {
       check_cuda(cudaMemcpyAsync(data, loaded->data(), bytes, cudaMemcpyHostToDevice, stream_),
                  "copying a loaded residual to the device");
